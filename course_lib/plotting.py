@@ -1,0 +1,83 @@
+"""The figures the chapters draw, with labelled axes and titles.
+
+Each function draws on a matplotlib ``Axes`` (a new figure if none is given)
+and returns the ``Axes``, so a chapter can combine them. Chapter 1 on.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from . import _checks
+
+
+def _axes(ax, figsize):
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _fig, ax = plt.subplots(figsize=figsize, layout="constrained")
+    return ax
+
+
+def word_map(points, words: Sequence[str], groups: Sequence[str] | None = None, ax=None,
+             title: str = "Word vectors projected to 2-D",
+             xlabel: str = "component 1", ylabel: str = "component 2"):
+    """Scatter plot of words at 2-D coordinates, each point labelled with its word.
+
+    Args:
+        points: ``(N, 2)`` coordinates, e.g. the first two SVD dimensions or a PCA.
+        words: the ``N`` labels.
+        groups: optional ``N`` group names; each group gets a colour and a legend entry.
+        ax: the matplotlib Axes to draw on; a new figure if ``None``.
+
+    Returns:
+        the matplotlib Axes.
+    """
+    points = _checks.matrix(points, "points", allow_sparse=False)
+    if points.shape != (len(words), 2):
+        raise ValueError(f"points must have shape ({len(words)}, 2), got {points.shape}")
+    ax = _axes(ax, (7, 6))
+    groups = list(groups) if groups is not None else ["words"] * len(words)
+    if len(groups) != len(words):
+        raise ValueError(f"groups must have one entry per word ({len(words)}), got {len(groups)}")
+    for group in dict.fromkeys(groups):
+        mask = np.array([g == group for g in groups])
+        ax.scatter(points[mask, 0], points[mask, 1], s=18, label=group)
+    for (x, y), word in zip(points, words):
+        ax.annotate(word, (x, y), xytext=(3, 3), textcoords="offset points", fontsize=9)
+    if groups[0] != "words" or len(set(groups)) > 1:
+        ax.legend(loc="best", fontsize=8, frameon=False)
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+    return ax
+
+
+def similarity_heatmap(similarities, labels: Sequence[str], ax=None,
+                       title: str = "Cosine similarity", vmin: float = -1.0, vmax: float = 1.0,
+                       annotate: bool = True):
+    """Heatmap of a square similarity matrix with a labelled colour bar.
+
+    Args:
+        similarities: ``(N, N)`` array, e.g. from ``cosine_similarity``.
+        labels: the ``N`` row and column labels.
+        annotate: print each value in its cell (for ``N`` up to about 15).
+
+    Returns:
+        the matplotlib Axes.
+    """
+    sims = _checks.matrix(similarities, "similarities", allow_sparse=False)
+    if sims.shape != (len(labels), len(labels)):
+        raise ValueError(f"similarities must have shape ({len(labels)}, {len(labels)}), got {sims.shape}")
+    ax = _axes(ax, (6.5, 5.5))
+    image = ax.imshow(sims, cmap="RdBu_r", vmin=vmin, vmax=vmax)
+    ax.figure.colorbar(image, ax=ax, label=title)
+    ax.set_xticks(range(len(labels)), labels, rotation=60, ha="right")
+    ax.set_yticks(range(len(labels)), labels)
+    if annotate:
+        for i in range(len(labels)):
+            for j in range(len(labels)):
+                ax.text(j, i, f"{sims[i, j]:.2f}", ha="center", va="center", fontsize=7,
+                        color="white" if abs(sims[i, j]) > 0.6 * max(abs(vmin), abs(vmax)) else "black")
+    ax.set_title(title)
+    return ax
