@@ -16,7 +16,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from . import _checks
+from . import checks
 
 _TOKEN = re.compile(r"[a-z]+(?:'[a-z]+)?")
 
@@ -126,7 +126,7 @@ class Vocabulary:
             min_count: drop words seen fewer times than this.
             max_size: keep at most this many of the most frequent words.
         """
-        _checks.positive_int(min_count, "min_count")
+        checks.positive_int(min_count, "min_count")
         counter = Counter()
         for doc in documents:
             if isinstance(doc, str):
@@ -135,7 +135,7 @@ class Vocabulary:
         items = sorted((item for item in counter.items() if item[1] >= min_count),
                        key=lambda wc: (-wc[1], wc[0]))
         if max_size is not None:
-            items = items[:_checks.positive_int(max_size, "max_size")]
+            items = items[:checks.positive_int(max_size, "max_size")]
         return cls([w for w, _ in items], np.array([c for _, c in items], dtype=np.int64))
 
     def __len__(self) -> int:
@@ -161,4 +161,4 @@ class Vocabulary:
 
     def decode(self, ids) -> list[str]:
         """Map ids back to words. ``ids``: ``(T,)`` ints in ``[0, V)``."""
-        return [self.words[i] for i in _checks.token_ids(ids, len(self))]
+        return [self.words[i] for i in checks.token_ids(ids, len(self))]

@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from . import _checks
+from . import checks
 
 
 def one_hot(ids, vocab_size):
@@ -34,7 +34,7 @@ def one_hot(ids, vocab_size):
     Returns:
         ``(N, V)`` float64 array with exactly one 1 per row.
     """
-    ids = _checks.token_ids(ids, vocab_size)
+    ids = checks.token_ids(ids, vocab_size)
     ### BEGIN SOLUTION
     vectors = np.zeros((len(ids), vocab_size))  # (N, V)
     vectors[np.arange(len(ids)), ids] = 1.0
@@ -55,10 +55,10 @@ def bag_of_words(documents: Sequence, vocab_size: int) -> sp.csr_matrix:
     Returns:
         ``(D, V)`` sparse CSR matrix of counts (float64).
     """
-    _checks.positive_int(vocab_size, "vocab_size")
+    checks.positive_int(vocab_size, "vocab_size")
     rows, cols = [], []
     for d, doc in enumerate(documents):
-        ids = _checks.token_ids(doc, vocab_size, name=f"documents[{d}]")
+        ids = checks.token_ids(doc, vocab_size, name=f"documents[{d}]")
         rows.append(np.full(len(ids), d))
         cols.append(ids)
     n_docs = len(rows)
@@ -89,7 +89,7 @@ def tfidf(counts, smooth_idf=True, normalize=True):
     Returns:
         ``(D, V)`` scipy sparse CSR matrix (float64).
     """
-    counts = sp.csr_matrix(_checks.matrix(counts, "counts", nonnegative=True))
+    counts = sp.csr_matrix(checks.matrix(counts, "counts", nonnegative=True))
     ### BEGIN SOLUTION
     n_docs = counts.shape[0]
     df = np.bincount(counts.indices[counts.data > 0], minlength=counts.shape[1])  # (V,)
@@ -126,11 +126,11 @@ def cooccurrence_matrix(documents: Sequence, vocab_size: int, window: int = 4,
     Returns:
         ``(V, V)`` sparse CSR matrix (float64).
     """
-    _checks.positive_int(vocab_size, "vocab_size")
-    window = _checks.positive_int(window, "window")
+    checks.positive_int(vocab_size, "vocab_size")
+    window = checks.positive_int(window, "window")
     words, contexts, weights = [], [], []
     for d, doc in enumerate(documents):
-        ids = _checks.token_ids(doc, vocab_size, name=f"documents[{d}]")
+        ids = checks.token_ids(doc, vocab_size, name=f"documents[{d}]")
         for k in range(1, min(window, len(ids) - 1) + 1):
             left, right = ids[:-k], ids[k:]  # (T_d - k,) each: the pairs at distance k
             weight = np.full(len(left), 1.0 / k if harmonic else 1.0)
@@ -164,7 +164,7 @@ def ppmi(cooc, alpha=0.75):
     Returns:
         ``(V, C)`` scipy sparse CSR matrix (float64) with only non-negative entries.
     """
-    cooc = sp.csr_matrix(_checks.matrix(cooc, "cooc", nonnegative=True))
+    cooc = sp.csr_matrix(checks.matrix(cooc, "cooc", nonnegative=True))
     if not 0 < alpha <= 1:
         raise ValueError(f"alpha must be in (0, 1], got {alpha}")
     if cooc.sum() <= 0:
@@ -205,8 +205,8 @@ def truncated_svd(matrix, dim: int, power: float = 0.5, seed: int = 0) -> np.nda
     """
     from scipy.sparse.linalg import svds
 
-    matrix = _checks.matrix(matrix, "matrix")
-    dim = _checks.positive_int(dim, "dim")
+    matrix = checks.matrix(matrix, "matrix")
+    dim = checks.positive_int(dim, "dim")
     if dim >= min(matrix.shape):
         raise ValueError(f"dim must be smaller than both sides of the {matrix.shape} matrix, got {dim}")
     v0 = np.random.default_rng(seed).uniform(-1, 1, size=min(matrix.shape))
@@ -232,8 +232,8 @@ def cosine_similarity(a, b=None):
     Returns:
         ``(N, M)`` float64 array.
     """
-    a = _checks.matrix(a, "a", allow_sparse=False)
-    b = a if b is None else _checks.matrix(b, "b", allow_sparse=False)
+    a = checks.matrix(a, "a", allow_sparse=False)
+    b = a if b is None else checks.matrix(b, "b", allow_sparse=False)
     if a.shape[1] != b.shape[1]:
         raise ValueError(f"a and b must have the same number of columns, got {a.shape} and {b.shape}")
     ### BEGIN SOLUTION
@@ -262,9 +262,9 @@ def nearest_neighbours(vectors, queries, k: int = 5,
         ``(ids, scores)``: two ``(Q, k)`` arrays, the neighbours' row ids and
         their similarities, most similar first.
     """
-    vectors = _checks.matrix(vectors, "vectors", allow_sparse=False)
-    queries = _checks.token_ids(queries, len(vectors), name="queries")
-    k = _checks.positive_int(k, "k")
+    vectors = checks.matrix(vectors, "vectors", allow_sparse=False)
+    queries = checks.token_ids(queries, len(vectors), name="queries")
+    k = checks.positive_int(k, "k")
     if k >= len(vectors):
         raise ValueError(f"k must be smaller than the number of vectors ({len(vectors)}), got {k}")
     scores = np.array(similarity(vectors[queries], vectors), dtype=np.float64)  # (Q, V)

@@ -10,7 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
-from . import _checks
+from . import checks
 
 
 def _axes(ax, figsize):
@@ -35,7 +35,7 @@ def word_map(points, words: Sequence[str], groups: Sequence[str] | None = None, 
     Returns:
         the matplotlib Axes.
     """
-    points = _checks.matrix(points, "points", allow_sparse=False)
+    points = checks.matrix(points, "points", allow_sparse=False)
     if points.shape != (len(words), 2):
         raise ValueError(f"points must have shape ({len(words)}, 2), got {points.shape}")
     ax = _axes(ax, (7, 6))
@@ -66,7 +66,7 @@ def similarity_heatmap(similarities, labels: Sequence[str], ax=None,
     Returns:
         the matplotlib Axes.
     """
-    sims = _checks.matrix(similarities, "similarities", allow_sparse=False)
+    sims = checks.matrix(similarities, "similarities", allow_sparse=False)
     if sims.shape != (len(labels), len(labels)):
         raise ValueError(f"similarities must have shape ({len(labels)}, {len(labels)}), got {sims.shape}")
     ax = _axes(ax, (6.5, 5.5))

@@ -1,0 +1,150 @@
+"""Checks that the assignments' test cells call.
+
+Visible tests use :func:`assert_close` and :func:`quiet`; hidden tests call
+:func:`check_cases` on cases whose inputs and expected outputs were computed
+from the reference solution and embedded in the notebook when the instructor
+synced it, so grading never needs the reference code.
+
+Everything here ships in the student edition: it contains no answers.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import copy
+import pickle
+import warnings
+import zlib
+
+import numpy as np
+import scipy.sparse as sp
+
+
+@contextlib.contextmanager
+def quiet():
+    """Silence warnings and numpy floating-point messages inside the block.
+
+    nbgrader gives no points to a test cell that writes to stderr, so test
+    cells run the student's code inside ``with quiet():``.
+    """
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        yield
+
+
+def _as_plain(x):
+    """Sparse matrices become dense arrays; array-likes become float arrays."""
+    if sp.issparse(x):
+        return x.toarray()
+    return x
+
+
+def _shape_of(x) -> str:
+    return str(getattr(x, "shape", type(x).__name__))
+
+
+def assert_close(actual, expected, what: str, hint: str = "", rtol: float = 1e-6,
+                 atol: float = 1e-9) -> None:
+    """Assert that ``actual`` matches ``expected`` in type, shape and values.
+
+    Works on numbers, numpy arrays, scipy sparse matrices (compared densely)
+    and tuples or lists of these (compared item by item).
+
+    Args:
+        actual: what the student's function returned.
+        expected: the right answer.
+        what: names the value in the failure message, e.g. ``"tfidf(counts)"``.
+        hint: a sentence that suggests the likely mistake.
+        rtol, atol: tolerances as in ``numpy.allclose``.
+
+    Raises:
+        AssertionError: with a message naming ``what``, the mismatch and ``hint``.
+    """
+    suffix = f" {hint}" if hint else ""
+    if isinstance(expected, (tuple, list)):
+        if not isinstance(actual, (tuple, list)) or len(actual) != len(expected):
+            raise AssertionError(f"{what} should return {len(expected)} values, got {type(actual).__name__}"
+                                 f" of length {len(actual) if hasattr(actual, '__len__') else 'n/a'}.{suffix}")
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            assert_close(a, e, f"{what}[{i}]", hint, rtol, atol)
+        return
+    if sp.issparse(expected) and not sp.issparse(actual):
+        raise AssertionError(f"{what} should be a scipy sparse matrix, got {type(actual).__name__}.{suffix}")
+    if actual is None:
+        raise AssertionError(f"{what} returned None; did you forget a return statement?{suffix}")
+    a, e = _as_plain(actual), _as_plain(expected)
+    if np.ndim(e) > 0 or isinstance(e, np.ndarray):
+        a_arr = np.asarray(a)
+        if a_arr.shape != np.shape(e):
+            raise AssertionError(f"{what} has shape {a_arr.shape}, expected {np.shape(e)}.{suffix}")
+        try:
+            a_arr = a_arr.astype(np.float64)
+        except (TypeError, ValueError):
+            raise AssertionError(f"{what} should be numeric, got dtype {a_arr.dtype}.{suffix}") from None
+        e_arr = np.asarray(e, dtype=np.float64)
+        close = np.isclose(a_arr, e_arr, rtol=rtol, atol=atol)
+        if not close.all():
+            where = tuple(int(i) for i in np.argwhere(~close)[0])
+            raise AssertionError(
+                f"{what} differs from the expected value in {int((~close).sum())} of {close.size} entries; "
+                f"first at index {where}: got {a_arr[where]:.6g}, expected {e_arr[where]:.6g}.{suffix}")
+        return
+    if not np.isclose(float(a), float(e), rtol=rtol, atol=atol):
+        raise AssertionError(f"{what} is {float(a):.6g}, expected {float(e):.6g}.{suffix}")
+
+
+def encode_cases(cases: list[dict]) -> str:
+    """Pack test cases into printable text for embedding in a notebook cell.
+
+    Each case is a dict with ``args`` (tuple), ``kwargs`` (dict), ``expected``
+    and optional ``rtol``/``atol``. Returns base64 text of the compressed
+    pickle, wrapped at 76 characters.
+    """
+    raw = base64.b64encode(zlib.compress(pickle.dumps(cases, protocol=4), 9)).decode("ascii")
+    return "\n".join(raw[i:i + 76] for i in range(0, len(raw), 76))
+
+
+def decode_cases(text: str) -> list[dict]:
+    """Inverse of :func:`encode_cases`."""
+    return pickle.loads(zlib.decompress(base64.b64decode("".join(text.split()))))
+
+
+def _describe_args(args, kwargs) -> str:
+    parts = [_shape_of(a) if hasattr(a, "shape") else repr(a) for a in args]
+    parts += [f"{k}={v!r}" for k, v in kwargs.items()]
+    return ", ".join(parts)
+
+
+def check_cases(fn, encoded: str, name: str | None = None) -> None:
+    """Run ``fn`` on every embedded case and compare with the expected result.
+
+    Inputs are deep-copied, so a function that modifies its arguments in place
+    cannot change later cases.
+
+    Args:
+        fn: the student's function.
+        encoded: text from :func:`encode_cases`.
+        name: the function's name for messages (default ``fn.__name__``).
+
+    Returns nothing: nbgrader would read a number left as a cell's result as
+    partial credit.
+
+    Raises:
+        AssertionError: naming the first failing case and its input shapes.
+    """
+    name = name or getattr(fn, "__name__", "function")
+    cases = decode_cases(encoded)
+    for number, case in enumerate(cases, start=1):
+        args, kwargs = copy.deepcopy(case["args"]), copy.deepcopy(case.get("kwargs", {}))
+        call = f"{name}({_describe_args(args, kwargs)})"
+        with quiet():
+            try:
+                actual = fn(*args, **kwargs)
+            except NotImplementedError:
+                raise AssertionError(f"{name} is not implemented yet.") from None
+            except Exception as error:  # the student's code crashed: say where
+                raise AssertionError(f"case {number} of {len(cases)}: {call} raised "
+                                     f"{type(error).__name__}: {error}") from None
+        assert_close(actual, case["expected"], f"case {number} of {len(cases)}: {call}",
+                     rtol=case.get("rtol", 1e-6), atol=case.get("atol", 1e-9))

@@ -1,0 +1,27 @@
+"""Instructor and maintainer tooling of the course (not shipped to students).
+
+- :mod:`course_tools.exercises`: finds the exercise functions of course_lib and the assignments that own them.
+- :mod:`course_tools.sync`: copies answer cells from course_lib into ``solutions/`` and embeds hidden test cases.
+- :mod:`course_tools.edition`: writes the student edition of course_lib.
+- :mod:`course_tools.release`: produces ``exercises/`` with ``nbgrader generate_assignment``.
+- :mod:`course_tools.grading`: nbgrader integration (student edition in the grading kernel, batch checks).
+- :mod:`course_tools.leaks`: finds solution text where students can read it.
+"""
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def tool_env(**extra: str) -> dict:
+    """The environment for running the venv's command-line tools (nbgrader calls ``alembic``).
+
+    Puts the folder of the running Python first on ``PATH``, so that tools of the
+    same environment are found even when it was not activated.
+    """
+    import os
+    import sys
+
+    env = dict(os.environ, **extra)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    return env

@@ -1,0 +1,85 @@
+"""Command line of the course tooling: ``python -m course_tools COMMAND``.
+
+    sync [--check]          copy answer cells from course_lib into solutions/, embed hidden cases
+    release [ASSIGNMENT..]  regenerate exercises/ with nbgrader generate_assignment
+    check                   fail on any drift: answer cells, hidden cases, exercises/, leaks
+    edition N [--out DIR]   write student edition N (first N assignments revealed)
+    grade ASSIGNMENT        check every submission, then autograde the gradable ones
+    leaks PATH..            list solution text found in files under PATH
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from . import ROOT
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m course_tools", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("sync", help="copy answer cells from course_lib and embed hidden test cases")
+    p.add_argument("--check", action="store_true", help="change nothing; fail if anything is out of date")
+    p = sub.add_parser("release", help="regenerate exercises/ with nbgrader")
+    p.add_argument("assignments", nargs="*")
+    sub.add_parser("check", help="fail on any drift or leak")
+    p = sub.add_parser("edition", help="write a student edition of course_lib")
+    p.add_argument("number", type=int, help="how many assignments to reveal (0: none)")
+    p.add_argument("--out", type=Path, help="output folder (default _build/student_edition/editionN)")
+    p = sub.add_parser("grade", help="check submissions, then run nbgrader autograde on the gradable ones")
+    p.add_argument("assignment")
+    p = sub.add_parser("leaks", help="find solution text or hidden tests in files")
+    p.add_argument("paths", nargs="+", type=Path)
+    args = parser.parse_args(argv)
+
+    if args.command == "sync":
+        from .sync import sync
+
+        changes = sync(check=args.check)
+        for line in changes:
+            print(("out of date: " if args.check else "synced: ") + line)
+        if not changes:
+            print("solutions/ is in sync with course_lib")
+        return 1 if (args.check and changes) else 0
+    if args.command == "release":
+        from .release import release
+
+        for path in release(args.assignments or None):
+            print(f"released {path.relative_to(ROOT)}")
+        return 0
+    if args.command == "check":
+        from .leaks import find_leaks
+        from .release import drift
+        from .sync import sync
+
+        problems = sync(check=True) + drift() + [str(leak) for leak in find_leaks([ROOT / "exercises"])]
+        for line in problems:
+            print(line)
+        print("no drift, no leaks" if not problems else f"{len(problems)} problem(s)")
+        return 1 if problems else 0
+    if args.command == "edition":
+        from .edition import write_edition
+
+        out = write_edition(args.out or ROOT / "_build" / "student_edition" / f"edition{args.number}", args.number)
+        print(f"wrote student edition {args.number} to {out}; install it with: pip install {out}")
+        return 0
+    if args.command == "grade":
+        from .batch import grade
+
+        return grade(args.assignment)
+    if args.command == "leaks":
+        from .leaks import find_leaks
+
+        leaks = find_leaks(args.paths)
+        for leak in leaks:
+            print(leak)
+        print("no leaks" if not leaks else f"{len(leaks)} leak(s)")
+        return 1 if leaks else 0
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

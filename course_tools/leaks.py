@@ -1,0 +1,111 @@
+"""Find solution text where students can read it.
+
+A leak is any of these, found in a file under the scanned paths:
+
+- nbgrader's markers ``BEGIN SOLUTION`` or ``BEGIN HIDDEN TESTS``;
+- a line of the answer of an exercise function (the lines between its markers
+  in course_lib, at least ``MIN_LENGTH`` characters long, so that a lone
+  ``return x`` does not count);
+- a line of the embedded cases of a hidden test cell in ``solutions/``.
+
+Text is compared after HTML tags are stripped, entities unescaped, notebook
+JSON decoded and runs of white space folded, so syntax highlighting cannot hide a leak.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+from . import ROOT
+from .exercises import assignments, find_exercises, solution_notebooks
+
+MIN_LENGTH = 20
+MARKERS = ("BEGIN SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
+TEXT_SUFFIXES = {".html", ".htm", ".ipynb", ".md", ".txt", ".py", ".js", ".json", ".tex", ".rst", ".xml"}
+
+
+@dataclass(frozen=True)
+class Leak:
+    path: Path
+    what: str
+
+    def __str__(self) -> str:
+        return f"leak in {self.path}: {self.what}"
+
+
+def _fold(text: str) -> str:
+    return " ".join(text.split())
+
+
+def signatures(root: Path = ROOT) -> dict[str, str]:
+    """Folded text that must never reach students, mapped to a description of it."""
+    sigs = {}
+    for key, ex in find_exercises().items():
+        for line in ex.solution_lines():
+            if len(_fold(line)) >= MIN_LENGTH:
+                sigs[_fold(line)] = f"a line of the answer of {key}"
+    for assignment in assignments(root):
+        for path in solution_notebooks(assignment, root):
+            for cell in nbformat.read(path, as_version=4).cells:
+                inside = False
+                for line in cell.source.splitlines():
+                    if "BEGIN HIDDEN TESTS" in line:
+                        inside = True
+                    elif "END HIDDEN TESTS" in line:
+                        inside = False
+                    elif inside and len(_fold(line)) >= MIN_LENGTH:
+                        sigs[_fold(line)] = f"a line of the hidden tests of {assignment}"
+    return sigs
+
+
+def readable_text(path: Path) -> str:
+    """What a reader of ``path`` sees, folded: tags stripped, entities and JSON decoded."""
+    raw = path.read_text(encoding="utf-8", errors="replace")
+    if path.suffix in (".html", ".htm"):
+        raw = html.unescape(re.sub(r"<[^>]+>", "", raw))
+    elif path.suffix in (".ipynb", ".json"):
+        try:
+            raw = "\n".join(_strings(json.loads(raw)))
+        except json.JSONDecodeError:
+            pass
+    return _fold(raw)
+
+
+def _strings(node):
+    if isinstance(node, str):
+        yield node
+    elif isinstance(node, list):
+        if all(isinstance(x, str) for x in node):
+            yield "".join(node)  # a notebook cell's source as a list of lines
+        else:
+            for x in node:
+                yield from _strings(x)
+    elif isinstance(node, dict):
+        for x in node.values():
+            yield from _strings(x)
+
+
+def find_leaks(paths: list[Path], root: Path = ROOT) -> list[Leak]:
+    """Every leak in the text files under ``paths`` (files or folders)."""
+    sigs = signatures(root)
+    leaks = []
+    files = []
+    for p in paths:
+        files += sorted(f for f in Path(p).rglob("*") if f.is_file()) if Path(p).is_dir() else [Path(p)]
+    for f in files:
+        if f.suffix.lower() not in TEXT_SUFFIXES:
+            continue
+        text = readable_text(f)
+        for marker in MARKERS:
+            if marker in text:
+                leaks.append(Leak(f, f"nbgrader marker {marker!r}"))
+        for sig, what in sigs.items():
+            if sig in text:
+                leaks.append(Leak(f, f"{what}: {sig[:60]!r}"))
+    return leaks
