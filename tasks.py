@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""The course's commands. Needs only Python 3.11; everything else is installed into .venv.
+
+    python3 tasks.py book      set up .venv if needed, then build the book into _build/html
+    python3 tasks.py test      set up .venv if needed, then run the whole test suite
+
+For maintainers and instructors (see README.md):
+
+    python3 tasks.py sync      copy answer cells from course_lib into solutions/, embed hidden tests
+    python3 tasks.py release   regenerate exercises/ from solutions/ with nbgrader
+    python3 tasks.py check     fail on drift between course_lib, solutions/ and exercises/, or leaks
+    python3 tasks.py edition N write student edition N of course_lib (first N assignments revealed)
+    python3 tasks.py grade A   check all submissions of assignment A, autograde them, report
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+PYTHON = BIN / "python"
+STAMP = VENV / ".course-installed"
+
+
+def _run(*cmd, **kwargs) -> None:
+    print("+", " ".join(str(c) for c in cmd), flush=True)
+    env = dict(os.environ, PATH=os.pathsep.join([str(BIN), os.environ.get("PATH", "")]))
+    env.pop("PYTHONPATH", None)
+    subprocess.run([str(c) for c in cmd], cwd=ROOT, check=True, env=env, **kwargs)
+
+
+def _base_python() -> str:
+    if sys.version_info[:2] == (3, 11):
+        return sys.executable
+    found = shutil.which("python3.11")
+    if not found:
+        sys.exit("This course needs Python 3.11 (the pinned torch wheel is built for it); "
+                 "run this script with python3.11.")
+    return found
+
+
+def setup() -> None:
+    """Create .venv and install requirements.txt and course_lib (editable), once per change."""
+    wanted = hashlib.sha256((ROOT / "requirements.txt").read_bytes()
+                            + (ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    if STAMP.exists() and STAMP.read_text() == wanted and PYTHON.exists():
+        return
+    started = time.time()
+    if not PYTHON.exists():
+        _run(_base_python(), "-m", "venv", VENV)
+    _run(PYTHON, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+         "-r", ROOT / "requirements.txt", "-e", ROOT)
+    STAMP.write_text(wanted)
+    print(f"environment ready in {time.time() - started:.0f} s", flush=True)
+
+
+def build_book() -> None:
+    started = time.time()
+    _run(PYTHON, "-m", "jupyter_book", "build", ROOT, "--builder", "html", "-W", "-n", "--keep-going")
+    print(f"book built in {time.time() - started:.0f} s: open {ROOT / '_build' / 'html' / 'index.html'}")
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(__doc__)
+        return 0
+    command, rest = argv[0], argv[1:]
+    setup()
+    try:
+        if command == "setup":
+            return 0
+        if command == "book":
+            build_book()
+        elif command == "test":
+            _run(PYTHON, "-m", "pytest", *rest)
+        elif command in ("sync", "release", "check", "edition", "grade", "leaks"):
+            _run(PYTHON, "-m", "course_tools", command, *rest)
+        else:
+            print(f"unknown command {command!r}\n{__doc__}", file=sys.stderr)
+            return 2
+    except subprocess.CalledProcessError as error:
+        return error.returncode or 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

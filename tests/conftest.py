@@ -1,0 +1,25 @@
+"""Shared helpers of the test suite."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from course_tools import ROOT, tool_env
+
+
+def run(args, cwd: Path, check: bool = True, **env) -> subprocess.CompletedProcess:
+    """Run a command of this environment (``python -m ...``) and capture its output."""
+    result = subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True,
+                            env=tool_env(**env))
+    if check and result.returncode != 0:
+        pytest.fail(f"{' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+@pytest.fixture(scope="session")
+def root() -> Path:
+    return ROOT

@@ -1,0 +1,169 @@
+"""Grading round trips with real nbgrader, a real gradebook and the real ps01 notebook.
+
+One scratch course folder gets the repository's nbgrader_config.py and
+solutions/, releases ps01 with ``nbgrader generate_assignment``, receives a
+class of submissions made from the release the way students make them, and is
+graded with ``python -m course_tools grade`` (which runs ``nbgrader autograde``).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbgrader.api import Gradebook
+
+from conftest import run
+
+ASSIGNMENT = "ps01_counts"
+NOTEBOOK = f"{ASSIGNMENT}.ipynb"
+FUNCTIONS = ["one_hot", "tfidf", "ppmi", "cosine_similarity"]
+pytestmark = pytest.mark.slow
+
+
+def _answers(root: Path) -> dict[str, str]:
+    nb = nbformat.read(root / "solutions" / ASSIGNMENT / NOTEBOOK, as_version=4)
+    return {c.metadata["nbgrader"]["grade_id"]: c.source for c in nb.cells
+            if c.metadata.get("nbgrader", {}).get("solution")}
+
+
+def _submit(course: Path, student: str, answers: dict[str, str], edit=None) -> None:
+    """Write a submission: the released notebook with ``answers`` typed into its answer cells."""
+    nb = nbformat.read(course / "exercises" / ASSIGNMENT / NOTEBOOK, as_version=4)
+    for cell in nb.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id in answers:
+            cell.source = answers[grade_id]
+    if edit:
+        edit(nb)
+    folder = course / "submitted" / student / ASSIGNMENT
+    folder.mkdir(parents=True)
+    nbformat.write(nb, folder / NOTEBOOK)
+
+
+def _cell(nb, grade_id):
+    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory, root):
+    course = tmp_path_factory.mktemp("course")
+    shutil.copy(root / "nbgrader_config.py", course)
+    shutil.copytree(root / "solutions", course / "solutions")
+    run(["-m", "nbgrader", "generate_assignment", ASSIGNMENT], cwd=course)
+    answers = _answers(root)
+    solution_text = answers["tfidf"]
+    assert "np.log((1 + n_docs) / (1 + df)) + 1" in solution_text  # the line the wrong answer changes
+
+    _submit(course, "full", answers)
+    _submit(course, "blank", {})
+    _submit(course, "wrong_tfidf", dict(answers, tfidf=solution_text.replace(
+        "np.log((1 + n_docs) / (1 + df)) + 1", "np.log((1 + n_docs) / (1 + df))")))
+
+    def edit_tests(nb):  # one_hot left undone, its tests "fixed" by the student
+        _cell(nb, "test_one_hot").source = "print('one_hot: all visible tests passed')"
+        _cell(nb, "hidden_one_hot").source = "pass"
+    _submit(course, "edited_tests", {k: v for k, v in answers.items() if k != "one_hot"}, edit_tests)
+    _submit(course, "imports_answer", dict(answers, cosine_similarity=(
+        "from course_lib.counts import cosine_similarity  # the instructor's answer?")))
+    broken = course / "submitted" / "broken_json" / ASSIGNMENT
+    broken.mkdir(parents=True)
+    (broken / NOTEBOOK).write_text('{"cells": [{"cell_type": "code", "source": "x = 1"', encoding="utf-8")
+    missing = course / "submitted" / "missing_notebook" / ASSIGNMENT
+    missing.mkdir(parents=True)
+    (missing / "notes.txt").write_text("I forgot to attach the notebook", encoding="utf-8")
+
+    graded = run(["-m", "course_tools", "grade", ASSIGNMENT], cwd=course, check=False)
+    return course, graded
+
+
+def _scores(course: Path, student: str) -> dict[str, float]:
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        notebook = gb.find_submission_notebook(ASSIGNMENT, ASSIGNMENT, student)
+        return {grade.name: grade.score for grade in notebook.grades}
+
+
+def _function_points(scores: dict[str, float]) -> dict[str, float]:
+    return {f: scores[f"test_{f}"] + scores[f"hidden_{f}"] for f in FUNCTIONS}
+
+
+def test_points_add_up_to_100_with_25_per_function(course):
+    course, _ = course
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        assignment = gb.find_assignment(ASSIGNMENT)
+        assert assignment.max_score == 100
+        cells = {c.name: c.max_score for c in assignment.notebooks[0].grade_cells}
+    assert _function_points(cells) == {f: 25 for f in FUNCTIONS}
+
+
+def test_solution_scores_full_marks(course):
+    course, _ = course
+    assert sum(_scores(course, "full").values()) == 100
+
+
+def test_unmodified_release_scores_zero(course):
+    course, _ = course
+    assert sum(_scores(course, "blank").values()) == 0
+
+
+def test_one_wrong_function_loses_exactly_its_points(course):
+    course, _ = course
+    points = _function_points(_scores(course, "wrong_tfidf"))
+    assert points == {"one_hot": 25, "tfidf": 0, "ppmi": 25, "cosine_similarity": 25}
+
+
+def test_edited_locked_test_cells_are_graded_with_the_released_tests(course):
+    course, _ = course
+    points = _function_points(_scores(course, "edited_tests"))
+    assert points == {"one_hot": 0, "tfidf": 25, "ppmi": 25, "cosine_similarity": 25}
+    autograded = nbformat.read(course / "autograded" / "edited_tests" / ASSIGNMENT / NOTEBOOK, as_version=4)
+    assert "assert_close" in _cell(autograded, "test_one_hot").source
+    assert "check_cases" in _cell(autograded, "hidden_one_hot").source
+
+
+def test_importing_the_instructors_answer_scores_zero_for_that_function(course):
+    course, _ = course
+    points = _function_points(_scores(course, "imports_answer"))
+    assert points == {"one_hot": 25, "tfidf": 25, "ppmi": 25, "cosine_similarity": 0}
+    autograded = nbformat.read(course / "autograded" / "imports_answer" / ASSIGNMENT / NOTEBOOK, as_version=4)
+    errors = [o for o in _cell(autograded, "test_cosine_similarity").outputs if o.output_type == "error"]
+    assert errors and errors[0].ename == "NotImplementedError"
+
+
+def test_malformed_submissions_are_named_and_do_not_stop_the_batch(course):
+    course, graded = course
+    assert graded.returncode == 1, graded.stdout + graded.stderr
+    lines = {line.split()[0]: line for line in graded.stdout.splitlines()[1:] if line.strip()}
+    assert "broken JSON" in lines["broken_json"] or "not a valid notebook" in lines["broken_json"]
+    assert "not graded" in lines["broken_json"]
+    assert f"{NOTEBOOK} is missing" in lines["missing_notebook"]
+    assert "100/100" in lines["full"] and "75/100" in lines["wrong_tfidf"] and "0/100" in lines["blank"]
+    # nothing was lost: the broken files are still where the students put them
+    assert (course / "submitted" / "broken_json" / ASSIGNMENT / NOTEBOOK).read_text().startswith('{"cells"')
+    assert (course / "submitted" / "missing_notebook" / ASSIGNMENT / "notes.txt").exists()
+
+
+def test_feedback_and_export(course):
+    course, _ = course
+    run(["-m", "nbgrader", "generate_feedback", ASSIGNMENT], cwd=course)
+    feedback = course / "feedback" / "full" / ASSIGNMENT / f"{ASSIGNMENT}.html"
+    assert "100" in feedback.read_text(encoding="utf-8")
+    run(["-m", "nbgrader", "export"], cwd=course)
+    rows = (course / "grades.csv").read_text().splitlines()
+    header = rows[0].split(",")
+    full = dict(zip(header, next(r for r in rows if ",full," in r).split(",")))
+    assert (full["score"], full["max_score"]) == ("100.0", "100.0")
+
+
+def test_gradebook_accepts_another_database_url(tmp_path, root):
+    shutil.copy(root / "nbgrader_config.py", tmp_path)
+    shutil.copytree(root / "solutions", tmp_path / "solutions")
+    other = tmp_path / "elsewhere" / "class.db"
+    other.parent.mkdir()
+    run(["-m", "nbgrader", "generate_assignment", ASSIGNMENT], cwd=tmp_path,
+        NBGRADER_DB_URL=f"sqlite:///{other}")
+    assert not (tmp_path / "gradebook.db").exists()
+    with Gradebook(f"sqlite:///{other}") as gb:
+        assert gb.find_assignment(ASSIGNMENT).max_score == 100
