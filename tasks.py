@@ -64,7 +64,7 @@ def setup() -> None:
 
 def build_book() -> None:
     started = time.time()
-    _run(PYTHON, "-m", "jupyter_book", "build", ROOT, "--builder", "html", "-W", "-n", "--keep-going")
+    _run(PYTHON, "-m", "jupyter_book", "build", ROOT, "--builder", "html", "-W", "--keep-going")
     print(f"book built in {time.time() - started:.0f} s: open {ROOT / '_build' / 'html' / 'index.html'}")
 
 

@@ -89,3 +89,15 @@ def test_edition_for_an_assignment_reveals_only_earlier_ones():
     assert edition.edition_number("ps01_counts") == 0
     with pytest.raises(ValueError, match="unknown assignment"):
         edition.edition_number("ps99_nothing")
+
+
+def test_student_edition_installs_with_pip(tmp_path):
+    folder = edition.write_edition(tmp_path / "ed0", 0)
+    target = tmp_path / "site"
+    result = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+                             "--target", str(target), str(folder)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    installed = _call_in_edition(target, "import course_lib.counts as c, importlib.metadata as m;"
+                                          "print(m.version('course-lib'), c.__file__)")
+    version, path = installed.stdout.split()
+    assert version == "0.1.0+student0" and path.startswith(str(target))

@@ -1,0 +1,118 @@
+"""The book: a real Jupyter Book build of the repository, then checks of the HTML a student reads.
+
+The build is the README's (``jupyter-book build . -W``: any Sphinx warning or cell
+error fails it), into ``_build/html``, with the execution cache in
+``_build/.jupyter_cache`` so an unchanged rebuild executes nothing.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import textwrap
+
+import pytest
+
+from conftest import run
+from course_tools import leaks
+
+pytestmark = pytest.mark.slow
+PAGES = ["intro", "chapters/ch01_counts", "exercises/ps01_counts/ps01_counts", "api", "bibliography"]
+
+
+def _build(folder):
+    return run(["-m", "jupyter_book", "build", str(folder), "--builder", "html", "-W", "--keep-going"],
+               cwd=folder, check=False)
+
+
+@pytest.fixture(scope="module")
+def html(root):
+    result = _build(root)
+    assert result.returncode == 0, f"the book build failed:\n{result.stdout[-6000:]}\n{result.stderr[-3000:]}"
+    return root / "_build" / "html"
+
+
+def _page(html, name):
+    return (html / f"{name}.html").read_text(encoding="utf-8")
+
+
+def test_every_page_of_the_toc_is_built(html):
+    for name in PAGES:
+        assert (html / f"{name}.html").exists(), name
+
+
+def test_nothing_from_solutions_is_published(html):
+    published = [p for p in html.rglob("*") if "solutions" in p.relative_to(html).parts]
+    assert not published
+    found = leaks.find_leaks([html])
+    assert not found, "\n".join(map(str, found))
+
+
+def test_chapter_renders_math_citations_and_figures(html):
+    page = _page(html, "chapters/ch01_counts")
+    assert page.count('class="math') >= 5, "equations should render as math"
+    assert re.search(r'href="[^"]*bibliography\.html#id\d+"', page), "citations should link to the bibliography"
+    images = re.findall(r'<img[^>]+src="([^"]+\.png)"', page)
+    assert len(images) >= 3, "the chapter should show its figures"
+    for src in images:
+        assert (html / "chapters" / src).resolve().exists(), src
+    assert "Traceback" not in page, "a cell of the chapter printed a traceback"
+
+
+def test_bibliography_lists_the_cited_papers(html):
+    page = re.sub(r"<[^>]+>", "", _page(html, "bibliography"))
+    for author in ["Levy", "Church", "Deerwester"]:
+        assert author in page, author
+
+
+def test_launch_buttons_are_configured(html):
+    page = _page(html, "chapters/ch01_counts")
+    for host in ["mybinder.org", "colab.research.google.com", "hub.example.edu"]:
+        assert host in page, host
+
+
+def test_api_reference_documents_every_public_function(html):
+    from course_lib import corpus, counts
+
+    page = re.sub(r"<[^>]+>", "", _page(html, "api"))
+    for module in (counts, corpus):
+        for name in dir(module):
+            obj = getattr(module, name)
+            if callable(obj) and not name.startswith("_") and getattr(obj, "__module__", "") == module.__name__:
+                assert f"{module.__name__}.{name}" in page, f"{module.__name__}.{name} missing from the API page"
+    assert "idf_w = ln((1 + D) / (1 + df_w)) + 1" in page
+
+
+def test_exercise_page_is_unexecuted_and_downloadable(html, root):
+    page = _page(html, "exercises/ps01_counts/ps01_counts")
+    assert "cell_output" not in page, "exercise pages must not be executed"
+    assert "raise NotImplementedError()" in re.sub(r"<[^>]+>", "", page).replace("&#39;", "'")
+    assert "_sources/exercises/ps01_counts/ps01_counts.ipynb" in page
+    download = html / "_sources" / "exercises" / "ps01_counts" / "ps01_counts.ipynb"
+    assert download.read_bytes() == (root / "exercises" / "ps01_counts" / "ps01_counts.ipynb").read_bytes()
+
+
+def test_unchanged_rebuild_executes_nothing(html, root):
+    result = _build(root)
+    assert result.returncode == 0
+    assert "Executing" not in result.stdout + result.stderr
+
+
+def test_a_cell_error_fails_the_build(tmp_path, root):
+    shutil.copy(root / "_config.yml", tmp_path)
+    shutil.copy(root / "references.bib", tmp_path)
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: intro\n", encoding="utf-8")
+    (tmp_path / "intro.md").write_text(textwrap.dedent("""\
+        ---
+        kernelspec: {name: python3, display_name: Python 3}
+        jupytext: {text_representation: {format_name: myst}}
+        ---
+        # A page with a bug
+
+        ```{code-cell} ipython3
+        1 / 0
+        ```
+        """), encoding="utf-8")
+    result = _build(tmp_path)
+    assert result.returncode != 0
+    assert "ZeroDivisionError" in result.stdout + result.stderr
