@@ -50,6 +50,7 @@ def matrix(x, name: str, *, allow_sparse: bool = True, nonnegative: bool = False
         if not allow_sparse:
             raise TypeError(f"{name} must be a dense numpy array, got {_describe(x)}; call .toarray()")
         out = sp.csr_matrix(x, dtype=np.float64)
+        out.sum_duplicates()  # an entry stored twice is one entry, its values added
         values = out.data
     else:
         arr = np.asarray(x)

@@ -18,13 +18,14 @@ import numpy as np
 
 from . import checks
 
-_TOKEN = re.compile(r"[a-z]+(?:'[a-z]+)?")
+_TOKEN = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?")  # runs of (Unicode) letters
 
 
 def tokenize(text: str) -> list[str]:
     """Split ``text`` into lower-case word tokens.
 
-    A token is a run of letters, optionally with one apostrophe inside
+    A token is a run of letters (any alphabet: "gödel" is one token),
+    optionally with one apostrophe inside
     (``"don't"``, ``"world's"``). Digits and punctuation separate tokens and are
     dropped. Chapter 1.
 

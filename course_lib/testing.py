@@ -69,10 +69,12 @@ def assert_close(actual, expected, what: str, hint: str = "", rtol: float = 1e-6
         for i, (a, e) in enumerate(zip(actual, expected)):
             assert_close(a, e, f"{what}[{i}]", hint, rtol, atol)
         return
-    if sp.issparse(expected) and not sp.issparse(actual):
-        raise AssertionError(f"{what} should be a scipy sparse matrix, got {type(actual).__name__}.{suffix}")
     if actual is None:
         raise AssertionError(f"{what} returned None; did you forget a return statement?{suffix}")
+    if sp.issparse(expected) and not sp.issparse(actual):
+        raise AssertionError(f"{what} should be a scipy sparse matrix, got {type(actual).__name__}.{suffix}")
+    if isinstance(expected, np.ndarray) and sp.issparse(actual):
+        raise AssertionError(f"{what} should be a dense numpy array, got a sparse matrix; call .toarray().{suffix}")
     a, e = _as_plain(actual), _as_plain(expected)
     if np.ndim(e) > 0 or isinstance(e, np.ndarray):
         a_arr = np.asarray(a)
@@ -90,8 +92,14 @@ def assert_close(actual, expected, what: str, hint: str = "", rtol: float = 1e-6
                 f"{what} differs from the expected value in {int((~close).sum())} of {close.size} entries; "
                 f"first at index {where}: got {a_arr[where]:.6g}, expected {e_arr[where]:.6g}.{suffix}")
         return
-    if not np.isclose(float(a), float(e), rtol=rtol, atol=atol):
-        raise AssertionError(f"{what} is {float(a):.6g}, expected {float(e):.6g}.{suffix}")
+    if np.ndim(a) != 0:
+        raise AssertionError(f"{what} should be a single number, got shape {np.shape(a)}.{suffix}")
+    try:
+        a = float(a)
+    except (TypeError, ValueError):
+        raise AssertionError(f"{what} should be a number, got {type(actual).__name__}.{suffix}") from None
+    if not np.isclose(a, float(e), rtol=rtol, atol=atol):
+        raise AssertionError(f"{what} is {a:.6g}, expected {float(e):.6g}.{suffix}")
 
 
 def encode_cases(cases: list[dict]) -> str:
