@@ -62,9 +62,23 @@ def setup() -> None:
     print(f"environment ready in {time.time() - started:.0f} s", flush=True)
 
 
+def _library_fingerprint() -> str:
+    digest = hashlib.sha256()
+    for path in sorted((ROOT / "course_lib").rglob("*.py")):
+        digest.update(path.relative_to(ROOT).as_posix().encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
 def build_book() -> None:
+    """Build the book with -W. The execution cache is keyed by each chapter's code only, so
+    it is dropped whenever course_lib changes: every number in the book comes from the current library."""
     started = time.time()
-    _run(PYTHON, "-m", "jupyter_book", "build", ROOT, "--builder", "html", "-W", "--keep-going")
+    cache, stamp = ROOT / "_build" / ".jupyter_cache", ROOT / "_build" / ".course_lib.sha256"
+    fingerprint = _library_fingerprint()
+    if not stamp.exists() or stamp.read_text() != fingerprint:
+        shutil.rmtree(cache, ignore_errors=True)
+    _run(BIN / "jupyter-book", "build", ROOT, "--all", "--builder", "html", "-W", "--keep-going")
+    stamp.write_text(fingerprint)
     print(f"book built in {time.time() - started:.0f} s: open {ROOT / '_build' / 'html' / 'index.html'}")
 
 

@@ -18,6 +18,8 @@ import numpy as np
 
 from . import checks
 
+_GALLERY_FILE = re.compile(r"^[^\n|]*\.(?:jpe?g|png|gif|svg|tiff?)(?:\||[ \t]*$)",  # "Name.jpg|" of a gallery line
+                           re.IGNORECASE | re.MULTILINE)
 _TOKEN = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?")  # runs of (Unicode) letters
 
 
@@ -65,7 +67,8 @@ def wikipedia_articles() -> tuple[tuple[str, str], ...]:
     "Anarchism" to about "A"), shortened, as shipped in gensim's test data
     (``enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2``).
     Wikipedia text is licensed CC BY-SA 3.0. Wiki markup is removed with
-    gensim's ``filter_wiki``; redirects are skipped. About 450 000 words.
+    gensim's ``filter_wiki``, and the file names that it leaves from image
+    galleries (a line that starts ``File:Name.jpg|``) are dropped; redirects are skipped. About 450 000 words.
     Chapter 1.
     """
     from gensim.corpora.wikicorpus import extract_pages, filter_wiki
@@ -76,7 +79,7 @@ def wikipedia_articles() -> tuple[tuple[str, str], ...]:
         for title, markup, _page_id in extract_pages(f):
             if markup.lstrip().lower().startswith("#redirect"):
                 continue
-            articles.append((title, filter_wiki(markup)))
+            articles.append((title, _GALLERY_FILE.sub("", filter_wiki(markup))))
     return tuple(articles)
 
 

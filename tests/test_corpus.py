@@ -196,3 +196,9 @@ def test_vocabulary_constructor_checks():
         Vocabulary(["a", "b", "a"], np.array([1, 1, 1]))
     with pytest.raises(ValueError, match="counts"):
         Vocabulary(["a", "b"], np.array([1, 1, 1]))
+
+
+def test_wikipedia_gallery_file_names_are_dropped():
+    texts = [text for _title, text in corpus.wikipedia_articles()]
+    assert not any("File:Kabylie-neige.jpg" in t for t in texts)
+    assert any("The Djurdjura Range in snow" in t for t in texts)  # the caption stays
