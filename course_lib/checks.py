@@ -20,7 +20,7 @@ def _describe(x) -> str:
 
 
 def token_ids(ids, vocab_size: int, name: str = "ids") -> np.ndarray:
-    """Return ``ids`` as a 1-D int64 array of valid word ids in ``[0, vocab_size)``."""
+    """Return ``ids`` as a ``(N,)`` int64 array of valid word ids in ``[0, vocab_size)``. All chapters."""
     positive_int(vocab_size, "vocab_size")
     arr = np.asarray(ids)
     if arr.ndim != 1:
@@ -35,14 +35,14 @@ def token_ids(ids, vocab_size: int, name: str = "ids") -> np.ndarray:
 
 
 def positive_int(value, name: str) -> int:
-    """Return ``value`` as an int, raising unless it is a positive integer."""
+    """Return ``value`` as an int, raising unless it is a positive integer. All chapters."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
     return int(value)
 
 
 def matrix(x, name: str, *, allow_sparse: bool = True, nonnegative: bool = False):
-    """Check that ``x`` is a 2-D numeric matrix (dense, or sparse if allowed).
+    """Check that ``x`` is a 2-D numeric matrix (dense, or sparse if allowed). All chapters.
 
     Returns a CSR float64 matrix for sparse input and a float64 ndarray otherwise.
     """

@@ -24,7 +24,7 @@ def _axes(ax, figsize):
 def word_map(points, words: Sequence[str], groups: Sequence[str] | None = None, ax=None,
              title: str = "Word vectors projected to 2-D",
              xlabel: str = "component 1", ylabel: str = "component 2"):
-    """Scatter plot of words at 2-D coordinates, each point labelled with its word.
+    """Scatter plot of words at 2-D coordinates, each point labelled with its word. Chapter 1 on.
 
     Args:
         points: ``(N, 2)`` coordinates, e.g. the first two SVD dimensions or a PCA.
@@ -56,7 +56,7 @@ def word_map(points, words: Sequence[str], groups: Sequence[str] | None = None, 
 def similarity_heatmap(similarities, labels: Sequence[str], ax=None,
                        title: str = "Cosine similarity", vmin: float = -1.0, vmax: float = 1.0,
                        annotate: bool = True):
-    """Heatmap of a square similarity matrix with a labelled colour bar.
+    """Heatmap of a square similarity matrix with a labelled colour bar. Chapter 1 on.
 
     Args:
         similarities: ``(N, N)`` array, e.g. from ``cosine_similarity``.

@@ -23,7 +23,7 @@ import scipy.sparse as sp
 
 @contextlib.contextmanager
 def quiet():
-    """Silence warnings and numpy floating-point messages inside the block.
+    """Silence warnings and numpy floating-point messages inside the block. Every assignment.
 
     nbgrader gives no points to a test cell that writes to stderr, so test
     cells run the student's code inside ``with quiet():``.
@@ -46,7 +46,7 @@ def _shape_of(x) -> str:
 
 def assert_close(actual, expected, what: str, hint: str = "", rtol: float = 1e-6,
                  atol: float = 1e-9) -> None:
-    """Assert that ``actual`` matches ``expected`` in type, shape and values.
+    """Assert that ``actual`` matches ``expected`` in type, shape and values. Every assignment.
 
     Works on numbers, numpy arrays, scipy sparse matrices (compared densely)
     and tuples or lists of these (compared item by item).
@@ -103,7 +103,7 @@ def assert_close(actual, expected, what: str, hint: str = "", rtol: float = 1e-6
 
 
 def encode_cases(cases: list[dict]) -> str:
-    """Pack test cases into printable text for embedding in a notebook cell.
+    """Pack test cases into printable text for embedding in a notebook cell. Every assignment.
 
     Each case is a dict with ``args`` (tuple), ``kwargs`` (dict), ``expected``
     and optional ``rtol``/``atol``. Returns base64 text of the compressed
@@ -114,7 +114,7 @@ def encode_cases(cases: list[dict]) -> str:
 
 
 def decode_cases(text: str) -> list[dict]:
-    """Inverse of :func:`encode_cases`."""
+    """Inverse of :func:`encode_cases`: the list of case dicts. Every assignment."""
     return pickle.loads(zlib.decompress(base64.b64decode("".join(text.split()))))
 
 
@@ -125,7 +125,7 @@ def _describe_args(args, kwargs) -> str:
 
 
 def check_cases(fn, encoded: str, name: str | None = None) -> None:
-    """Run ``fn`` on every embedded case and compare with the expected result.
+    """Run ``fn`` on every embedded case and compare with the expected result. Every assignment.
 
     Inputs are deep-copied, so a function that modifies its arguments in place
     cannot change later cases.
