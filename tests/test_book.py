@@ -115,6 +115,7 @@ def test_unchanged_rebuild_executes_nothing(html, root):
 def test_a_cell_error_fails_the_build(tmp_path, root):
     shutil.copy(root / "_config.yml", tmp_path)
     shutil.copy(root / "references.bib", tmp_path)
+    shutil.copytree(root / "_ext", tmp_path / "_ext")
     (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: intro\n", encoding="utf-8")
     (tmp_path / "intro.md").write_text(textwrap.dedent("""\
         ---
