@@ -52,7 +52,11 @@ def course(tmp_path_factory, root):
     course = tmp_path_factory.mktemp("course")
     shutil.copy(root / "nbgrader_config.py", course)
     shutil.copytree(root / "solutions", course / "solutions")
-    run(["-m", "nbgrader", "generate_assignment", ASSIGNMENT], cwd=course)
+    shutil.copytree(root / "exercises", course / "exercises")
+    # as the README's instructor section says: --force, because exercises/ is committed
+    run(["-m", "nbgrader", "generate_assignment", ASSIGNMENT, "--force"], cwd=course)
+    regenerated = course / "exercises" / ASSIGNMENT / NOTEBOOK
+    assert regenerated.read_bytes() == (root / "exercises" / ASSIGNMENT / NOTEBOOK).read_bytes()
     answers = _answers(root)
     solution_text = answers["tfidf"]
     assert "np.log((1 + n_docs) / (1 + df)) + 1" in solution_text  # the line the wrong answer changes
