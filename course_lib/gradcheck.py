@@ -1,0 +1,78 @@
+"""Checking hand-written gradients against finite differences. Chapter 2 on.
+
+A hand-derived gradient is easy to get subtly wrong. The central difference
+
+``df/dx_i ~ (f(x + eps e_i) - f(x - eps e_i)) / (2 eps)``
+
+has error of order ``eps**2``, so comparing it with the analytic gradient
+entry by entry catches almost every mistake.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+
+def numerical_gradient(f, x, eps=1e-6):
+    """The gradient of a scalar function by central differences.
+
+    ``grad[i] = (f(x + eps e_i) - f(x - eps e_i)) / (2 eps)`` for every entry
+    ``i`` of ``x`` (any shape). ``x`` is restored after each probe, so the caller
+    sees it unchanged. Chapter 2, exercise of ps02.
+
+    Args:
+        f: a function of ``x`` alone returning a float; it may read ``x`` in place.
+        x: float64 numpy array of any shape, the point to differentiate at.
+        eps: the step.
+
+    Returns:
+        float64 array of the shape of ``x``.
+    """
+    if not isinstance(x, np.ndarray) or x.dtype != np.float64:
+        raise TypeError("x must be a float64 numpy array (finite differences need double precision)")
+    ### BEGIN SOLUTION
+    grad = np.zeros_like(x)
+    flat_x, flat_grad = x.reshape(-1), grad.reshape(-1)  # views into x and grad
+    for i in range(flat_x.size):
+        saved = flat_x[i]
+        flat_x[i] = saved + eps
+        plus = f(x)
+        flat_x[i] = saved - eps
+        minus = f(x)
+        flat_x[i] = saved
+        flat_grad[i] = (plus - minus) / (2 * eps)
+    return grad
+    ### END SOLUTION
+
+
+def relative_error(analytic, numerical) -> float:
+    """``max |a - n| / max(1e-8, |a| + |n|)`` over the entries: below about 1e-6 means the gradients agree.
+
+    Chapter 2.
+
+    Args:
+        analytic, numerical: arrays of the same shape.
+    """
+    analytic, numerical = np.asarray(analytic, dtype=np.float64), np.asarray(numerical, dtype=np.float64)
+    if analytic.shape != numerical.shape:
+        raise ValueError(f"shapes differ: {analytic.shape} and {numerical.shape}")
+    return float(np.max(np.abs(analytic - numerical) / np.maximum(1e-8, np.abs(analytic) + np.abs(numerical))))
+
+
+def check_gradient(f: Callable, x: np.ndarray, analytic, eps: float = 1e-6,
+                   numerical: Callable = numerical_gradient) -> float:
+    """Relative error between an analytic gradient and the finite-difference one. Chapter 2.
+
+    Args:
+        f: scalar function of ``x``.
+        x: the point, float64 array.
+        analytic: the claimed gradient of ``f`` at ``x``, same shape as ``x``.
+        eps: finite-difference step.
+        numerical: the finite-difference function (the assignment passes its own).
+
+    Returns:
+        :func:`relative_error` of the two gradients.
+    """
+    return relative_error(analytic, numerical(f, x, eps))

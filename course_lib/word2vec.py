@@ -1,0 +1,321 @@
+"""Chapter 2, word2vec: skip-gram with negative sampling (SGNS).
+
+Skip-gram trains two vectors per word, an input ("center") vector ``v_w`` and an
+output ("context") vector ``u_w``, so that ``sigma(u_o . v_c)`` is high for a
+word ``o`` seen near ``c`` and low for ``K`` noise words drawn from the unigram
+distribution raised to the power 3/4 (Mikolov et al., 2013).
+
+Exercises of assignment ps02 here: ``skipgram_pairs``, ``negative_samples`` and
+``sgns_loss_and_grads``. The trainers take them as arguments.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence
+
+import numpy as np
+
+from . import checks
+
+
+def skipgram_pairs(ids, window, rng=None):
+    """The (center, context) pairs of skip-gram in one document.
+
+    Every position ``i`` is a center; its contexts are the positions ``j`` with
+    ``0 < |i - j| <= b_i``. Without ``rng``, ``b_i = window`` for every ``i``.
+    With ``rng`` (a ``numpy.random.Generator``), each center draws its own
+    *dynamic* window ``b_i`` uniformly from ``{1, ..., window}``, as word2vec
+    does, which weights near contexts more than far ones: draw all ``T`` of
+    them at once, ``rng.integers(1, window + 1, size=T)``, so that a seed gives
+    the same pairs everywhere. Chapter 2, exercise of ps02.
+
+    Args:
+        ids: ``(T,)`` word ids of one document.
+        window: the largest distance between a center and its context.
+        rng: ``None`` for the fixed window, or a Generator for dynamic windows.
+
+    Returns:
+        ``(centers, contexts)``: two ``(P,)`` int64 arrays of word ids, ordered by
+        center position, then by context position.
+    """
+    ids = np.asarray(ids)
+    if ids.ndim != 1 or (ids.size and not np.issubdtype(ids.dtype, np.integer)):
+        raise ValueError(f"ids must be a 1-D array of integer word ids, got shape {ids.shape}, dtype {ids.dtype}")
+    window = checks.positive_int(window, "window")
+    ### BEGIN SOLUTION
+    n = len(ids)
+    reach = np.full(n, window) if rng is None else rng.integers(1, window + 1, size=n)  # (T,) b_i
+    offsets = np.concatenate([np.arange(-window, 0), np.arange(1, window + 1)])  # (2w,) ascending
+    positions = np.arange(n)[:, None] + offsets[None, :]  # (T, 2w) context positions
+    valid = (positions >= 0) & (positions < n) & (np.abs(offsets)[None, :] <= reach[:, None])  # (T, 2w)
+    rows, cols = np.nonzero(valid)  # row-major: by center, then by context position
+    return ids[rows].astype(np.int64), ids[positions[rows, cols]].astype(np.int64)
+    ### END SOLUTION
+
+
+def noise_distribution(counts, power: float = 0.75) -> np.ndarray:
+    """The negative-sampling distribution ``P_n(w) = c_w^power / sum_w' c_w'^power``.
+
+    Chapter 2. ``power = 0.75`` (Mikolov et al., 2013) gives rare words more
+    noise samples than their frequency alone would.
+
+    Args:
+        counts: ``(V,)`` corpus counts of the words.
+        power: the exponent.
+
+    Returns:
+        ``(V,)`` float64 probabilities summing to 1.
+    """
+    counts = np.asarray(counts, dtype=np.float64)
+    if counts.ndim != 1 or counts.size == 0 or counts.min() < 0 or counts.sum() <= 0:
+        raise ValueError("counts must be a non-empty 1-D array of non-negative counts, not all zero")
+    weights = counts ** power
+    return weights / weights.sum()
+
+
+def negative_samples(noise, shape, rng):
+    """Draw noise words for negative sampling.
+
+    Each entry is an independent draw of a word id ``w`` with probability
+    ``noise[w]``. Chapter 2, exercise of ps02.
+
+    Args:
+        noise: ``(V,)`` probabilities summing to 1, e.g. from :func:`noise_distribution`.
+        shape: the shape of the result, e.g. ``(B, K)`` for ``K`` noise words per pair.
+        rng: a ``numpy.random.Generator``, the only source of randomness.
+
+    Returns:
+        int64 array of word ids in ``[0, V)`` with the given shape.
+    """
+    noise = np.asarray(noise, dtype=np.float64)
+    if noise.ndim != 1 or not np.isclose(noise.sum(), 1.0) or noise.min() < 0:
+        raise ValueError("noise must be a 1-D probability vector (non-negative, summing to 1)")
+    ### BEGIN SOLUTION
+    cumulative = np.cumsum(noise)  # (V,)
+    draws = rng.random(size=shape)
+    return np.minimum(np.searchsorted(cumulative, draws * cumulative[-1], side="right"),
+                      len(noise) - 1).astype(np.int64)
+    ### END SOLUTION
+
+
+def _sigmoid(x):
+    return 0.5 * (1.0 + np.tanh(0.5 * x))  # no overflow for large |x|
+
+
+def sgns_loss_and_grads(center, context, negatives):
+    """The skip-gram negative-sampling loss of a batch, and its gradients.
+
+    For pair ``b`` with center vector ``v = center[b]``, context vector
+    ``u_o = context[b]`` and noise vectors ``u_k = negatives[b, k]``:
+
+    ``L_b = -log sigma(u_o . v) - sum_k log sigma(-u_k . v)``
+
+    and the loss is the mean ``L = (1/B) sum_b L_b``. Its gradients are
+
+    ``dL/dv   = (1/B) [(sigma(u_o . v) - 1) u_o + sum_k sigma(u_k . v) u_k]``
+    ``dL/du_o = (1/B) (sigma(u_o . v) - 1) v``
+    ``dL/du_k = (1/B) sigma(u_k . v) v``
+
+    Chapter 2, exercise of ps02.
+
+    Args:
+        center: ``(B, d)`` input vectors of the center words.
+        context: ``(B, d)`` output vectors of the observed context words.
+        negatives: ``(B, K, d)`` output vectors of the noise words.
+
+    Returns:
+        ``(loss, grad_center, grad_context, grad_negatives)``: a float and arrays
+        of shapes ``(B, d)``, ``(B, d)``, ``(B, K, d)``.
+    """
+    center = checks.matrix(center, "center", allow_sparse=False)
+    context = checks.matrix(context, "context", allow_sparse=False)
+    negatives = np.asarray(negatives, dtype=np.float64)
+    if context.shape != center.shape or negatives.ndim != 3 or negatives.shape[::2] != center.shape:
+        raise ValueError(f"expected center (B, d), context (B, d), negatives (B, K, d); got "
+                         f"{center.shape}, {context.shape}, {negatives.shape}")
+    ### BEGIN SOLUTION
+    batch = len(center)
+    positive = np.sum(context * center, axis=1)  # (B,) u_o . v
+    negative = np.einsum("bkd,bd->bk", negatives, center)  # (B, K) u_k . v
+    loss = -(np.sum(np.log(_sigmoid(positive))) + np.sum(np.log(_sigmoid(-negative)))) / batch
+    g_positive = (_sigmoid(positive) - 1.0) / batch  # (B,) dL/d(u_o . v)
+    g_negative = _sigmoid(negative) / batch  # (B, K) dL/d(u_k . v)
+    grad_center = g_positive[:, None] * context + np.einsum("bk,bkd->bd", g_negative, negatives)
+    grad_context = g_positive[:, None] * center
+    grad_negatives = g_negative[:, :, None] * center[:, None, :]
+    return float(loss), grad_center, grad_context, grad_negatives
+    ### END SOLUTION
+
+
+def keep_probabilities(counts, sample: float = 1e-3) -> np.ndarray:
+    """Probability of keeping each occurrence of a word when subsampling frequent words.
+
+    word2vec's rule, as in its C code and gensim: with ``f_w = c_w / sum(c)``,
+    ``keep(w) = min(1, (sqrt(f_w / sample) + 1) * sample / f_w)``. Words rarer than
+    about ``sample`` are always kept; "the" loses most of its occurrences. Chapter 2.
+
+    Args:
+        counts: ``(V,)`` corpus counts.
+        sample: the threshold ``t``; 0 keeps everything.
+
+    Returns:
+        ``(V,)`` float64 probabilities.
+    """
+    counts = np.asarray(counts, dtype=np.float64)
+    if sample <= 0:
+        return np.ones_like(counts)
+    freq = counts / counts.sum()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        keep = (np.sqrt(freq / sample) + 1) * sample / freq
+    return np.where(freq > 0, np.minimum(keep, 1.0), 1.0)
+
+
+def _epoch_pairs(documents, window, keep, rng, pair_fn):
+    """Subsample each document, then collect its skip-gram pairs: two ``(P,)`` arrays."""
+    centers, contexts = [], []
+    for doc in documents:
+        doc = doc[rng.random(len(doc)) < keep[doc]]
+        if len(doc) > 1:
+            c, o = pair_fn(doc, window, rng)
+            centers.append(np.asarray(c, dtype=np.int64))
+            contexts.append(np.asarray(o, dtype=np.int64))
+    if not centers:
+        raise ValueError("no skip-gram pairs: the documents are too short or too heavily subsampled")
+    return np.concatenate(centers), np.concatenate(contexts)
+
+
+def _progress(total, desc, enabled):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="pair", unit_scale=True, disable=not enabled,
+                mininterval=1.0, leave=False)
+
+
+def train_sgns_numpy(documents: Sequence, counts, dim: int = 50, window: int = 5, negatives: int = 5,
+                     epochs: int = 1, lr: float = 0.025, batch_size: int = 256, sample: float = 1e-3,
+                     seed: int = 0, pair_fn: Callable = skipgram_pairs,
+                     negative_fn: Callable = negative_samples, loss_fn: Callable = sgns_loss_and_grads,
+                     progress: bool = True):
+    """Train SGNS word vectors with numpy and hand-written gradients (the teaching trainer).
+
+    Minibatch SGD on ``L`` of :func:`sgns_loss_and_grads`; the learning rate decays
+    linearly from ``lr`` to ``lr / 1000`` as in word2vec, and is multiplied by the
+    batch size because the loss is a mean over the batch. Chapter 2. The three
+    exercise functions are arguments, so an assignment can train with its own.
+
+    Args:
+        documents: ``D`` documents, each a ``(T_d,)`` array of word ids.
+        counts: ``(V,)`` corpus counts (for subsampling and the noise distribution).
+        dim, window, negatives, epochs, lr, batch_size, sample: hyperparameters.
+        seed: seeds initialization, subsampling, windows, shuffling and noise.
+        pair_fn, negative_fn, loss_fn: the functions of the same names in this module.
+        progress: show a tqdm progress bar.
+
+    Returns:
+        ``(vectors, losses)``: ``(V, dim)`` input vectors and the loss of each batch.
+    """
+    counts = np.asarray(counts)
+    rng = np.random.default_rng(seed)
+    vocab_size = len(counts)
+    w_in = (rng.random((vocab_size, dim)) - 0.5) / dim  # (V, d) as word2vec initializes
+    w_out = np.zeros((vocab_size, dim))  # (V, d)
+    noise, keep = noise_distribution(counts), keep_probabilities(counts, sample)
+    losses = []
+    for epoch in range(epochs):
+        centers, contexts = _epoch_pairs(documents, window, keep, rng, pair_fn)
+        order = rng.permutation(len(centers))
+        n_batches = math.ceil(len(order) / batch_size)
+        with _progress(len(order), f"epoch {epoch + 1}/{epochs}", progress) as bar:
+            for b in range(n_batches):
+                batch = order[b * batch_size:(b + 1) * batch_size]
+                done = (epoch * n_batches + b) / (epochs * n_batches)
+                step = lr * max(1 - done, 1e-3) * len(batch)
+                c, o = centers[batch], contexts[batch]  # (B,), (B,)
+                k = negative_fn(noise, (len(batch), negatives), rng)  # (B, K)
+                loss, g_c, g_o, g_k = loss_fn(w_in[c], w_out[o], w_out[k])
+                np.add.at(w_in, c, -step * g_c)
+                np.add.at(w_out, o, -step * g_o)
+                np.add.at(w_out, k.ravel(), -step * g_k.reshape(-1, dim))
+                losses.append(loss)
+                bar.update(len(batch))
+    return w_in, np.array(losses)
+
+
+def train_sgns(documents: Sequence, counts, dim: int = 100, window: int = 5, negatives: int = 5,
+               epochs: int = 5, lr: float = 0.025, batch_size: int = 1024, shared_negatives: int = 64,
+               sample: float = 1e-3, seed: int = 0, threads: int = 2, pair_fn: Callable = skipgram_pairs,
+               progress: bool = True):
+    """Train SGNS word vectors fast, with PyTorch on the CPU.
+
+    The model and the learning-rate schedule of :func:`train_sgns_numpy`
+    (per-pair SGD on the summed loss, ``lr`` decaying linearly to ``lr / 1000``),
+    with two changes for speed, both standard in batched implementations:
+
+    - **Shared noise words.** A batch of ``B`` pairs draws ``S = shared_negatives``
+      noise words once, and every pair uses all ``S``, each weighted by ``K / S``:
+      ``L_b = -log sigma(u_o . v) - (K / S) sum_s log sigma(-u_s . v)``.
+      Its expectation equals that of ``K`` independent noise words per pair, and
+      the scores of a whole batch become one matrix product, ``(B, d) @ (d, S)``.
+    - **Sparse row updates.** Gradients are written with ``index_add_`` into the
+      rows a batch uses; no dense ``(V, d)`` gradient is ever formed.
+
+    Chapter 2.
+
+    Args:
+        documents: ``D`` documents, each a ``(T_d,)`` array of word ids.
+        counts: ``(V,)`` corpus counts.
+        dim: ``d``, the vector size.
+        window: the largest (dynamic) window.
+        negatives: ``K``, noise words per pair (in expectation).
+        epochs: passes over the corpus.
+        lr: the initial learning rate.
+        batch_size: ``B``, pairs per update.
+        shared_negatives: ``S``, noise words drawn per batch.
+        sample: the subsampling threshold of :func:`keep_probabilities`.
+        seed: seeds everything random.
+        threads: CPU threads torch may use.
+        pair_fn: the pair generator (default :func:`skipgram_pairs`).
+        progress: show a tqdm progress bar.
+
+    Returns:
+        ``(V, d)`` float32 numpy array of input vectors.
+    """
+    import torch
+
+    counts = np.asarray(counts)
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        rng = np.random.default_rng(seed)
+        generator = torch.Generator().manual_seed(seed)
+        vocab_size = len(counts)
+        w_in = (torch.rand(vocab_size, dim, generator=generator) - 0.5) / dim  # (V, d)
+        w_out = torch.zeros(vocab_size, dim)  # (V, d)
+        noise = torch.as_tensor(noise_distribution(counts), dtype=torch.float32)  # (V,)
+        keep = keep_probabilities(counts, sample)
+        weight = negatives / shared_negatives  # K / S
+        for epoch in range(epochs):
+            centers, contexts = _epoch_pairs(documents, window, keep, rng, pair_fn)
+            order = torch.as_tensor(rng.permutation(len(centers)))
+            centers, contexts = torch.as_tensor(centers)[order], torch.as_tensor(contexts)[order]
+            n = len(centers)
+            n_batches = math.ceil(n / batch_size)
+            all_noise = torch.multinomial(noise, n_batches * shared_negatives, replacement=True,
+                                          generator=generator).view(n_batches, shared_negatives)
+            with _progress(n, f"epoch {epoch + 1}/{epochs}", progress) as bar:
+                for b in range(n_batches):
+                    start, stop = b * batch_size, min((b + 1) * batch_size, n)
+                    step = lr * max(1 - (epoch * n + start) / (epochs * n), 1e-3)
+                    c, o, k = centers[start:stop], contexts[start:stop], all_noise[b]  # (B,), (B,), (S,)
+                    v, u_o, u_k = w_in[c], w_out[o], w_out[k]  # (B, d), (B, d), (S, d)
+                    g_o = torch.sigmoid((v * u_o).sum(1)) - 1  # (B,) dL/d(u_o . v)
+                    g_k = torch.sigmoid(v @ u_k.T) * weight  # (B, S) dL/d(u_s . v)
+                    grad_v = g_o[:, None] * u_o + g_k @ u_k  # (B, d)
+                    w_out.index_add_(0, o, g_o[:, None] * v, alpha=-step)
+                    w_out.index_add_(0, k, g_k.T @ v, alpha=-step)  # (S, d)
+                    w_in.index_add_(0, c, grad_v, alpha=-step)
+                    bar.update(stop - start)
+        return w_in.numpy()
+    finally:
+        torch.set_num_threads(previous_threads)
