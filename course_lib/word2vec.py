@@ -99,8 +99,12 @@ def negative_samples(noise, shape, rng):
     ### END SOLUTION
 
 
-def _sigmoid(x):
-    return 0.5 * (1.0 + np.tanh(0.5 * x))  # no overflow for large |x|
+def sigmoid(x):
+    """The logistic function ``sigma(x) = 1 / (1 + exp(-x))``, without overflow for large ``|x|``.
+
+    Chapter 2. ``x``: array of any shape; returns an array of the same shape in ``[0, 1]``.
+    """
+    return 0.5 * (1.0 + np.tanh(0.5 * np.asarray(x, dtype=np.float64)))
 
 
 def sgns_loss_and_grads(center, context, negatives):
@@ -138,9 +142,10 @@ def sgns_loss_and_grads(center, context, negatives):
     batch = len(center)
     positive = np.sum(context * center, axis=1)  # (B,) u_o . v
     negative = np.einsum("bkd,bd->bk", negatives, center)  # (B, K) u_k . v
-    loss = -(np.sum(np.log(_sigmoid(positive))) + np.sum(np.log(_sigmoid(-negative)))) / batch
-    g_positive = (_sigmoid(positive) - 1.0) / batch  # (B,) dL/d(u_o . v)
-    g_negative = _sigmoid(negative) / batch  # (B, K) dL/d(u_k . v)
+    # -log sigma(x) = log(1 + exp(-x)) = logaddexp(0, -x): finite for any x
+    loss = (np.sum(np.logaddexp(0.0, -positive)) + np.sum(np.logaddexp(0.0, negative))) / batch
+    g_positive = (sigmoid(positive) - 1.0) / batch  # (B,) dL/d(u_o . v)
+    g_negative = sigmoid(negative) / batch  # (B, K) dL/d(u_k . v)
     grad_center = g_positive[:, None] * context + np.einsum("bk,bkd->bd", g_negative, negatives)
     grad_context = g_positive[:, None] * center
     grad_negatives = g_negative[:, :, None] * center[:, None, :]
@@ -171,6 +176,13 @@ def keep_probabilities(counts, sample: float = 1e-3) -> np.ndarray:
     return np.where(freq > 0, np.minimum(keep, 1.0), 1.0)
 
 
+def _scatter_add(table, rows, values):
+    """``table[rows[i]] += values[i]`` for every ``i``, repeated rows summed (a fast ``np.add.at``)."""
+    order = np.argsort(rows, kind="stable")
+    unique, starts = np.unique(rows[order], return_index=True)
+    table[unique] += np.add.reduceat(values[order], starts, axis=0)
+
+
 def _epoch_pairs(documents, window, keep, rng, pair_fn):
     """Subsample each document, then collect its skip-gram pairs: two ``(P,)`` arrays."""
     centers, contexts = [], []
@@ -193,7 +205,7 @@ def _progress(total, desc, enabled):
 
 
 def train_sgns_numpy(documents: Sequence, counts, dim: int = 50, window: int = 5, negatives: int = 5,
-                     epochs: int = 1, lr: float = 0.025, batch_size: int = 256, sample: float = 1e-3,
+                     epochs: int = 3, lr: float = 0.05, batch_size: int = 1024, sample: float = 1e-3,
                      seed: int = 0, pair_fn: Callable = skipgram_pairs,
                      negative_fn: Callable = negative_samples, loss_fn: Callable = sgns_loss_and_grads,
                      progress: bool = True):
@@ -234,9 +246,9 @@ def train_sgns_numpy(documents: Sequence, counts, dim: int = 50, window: int = 5
                 c, o = centers[batch], contexts[batch]  # (B,), (B,)
                 k = negative_fn(noise, (len(batch), negatives), rng)  # (B, K)
                 loss, g_c, g_o, g_k = loss_fn(w_in[c], w_out[o], w_out[k])
-                np.add.at(w_in, c, -step * g_c)
-                np.add.at(w_out, o, -step * g_o)
-                np.add.at(w_out, k.ravel(), -step * g_k.reshape(-1, dim))
+                _scatter_add(w_in, c, -step * g_c)
+                _scatter_add(w_out, o, -step * g_o)
+                _scatter_add(w_out, k.ravel(), -step * g_k.reshape(-1, dim))
                 losses.append(loss)
                 bar.update(len(batch))
     return w_in, np.array(losses)

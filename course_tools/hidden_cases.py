@@ -64,9 +64,35 @@ def cosine_similarity(rng):
             yield (a, b), {}
 
 
+def skipgram_pairs(rng):
+    for case, (length, window) in enumerate([(1, 2), (2, 1), (9, 3), (25, 5), (6, 10), (40, 2)]):
+        ids = rng.integers(0, 30, size=length)
+        if case % 2:  # dynamic windows, drawn as the docstring says
+            yield (ids, window, np.random.default_rng(int(rng.integers(1000)))), {}
+        else:
+            yield (ids, window), {}
+
+
+def sgns_loss_and_grads(rng):
+    for b, k, d in [(1, 1, 1), (3, 2, 4), (8, 5, 10), (16, 3, 7)]:
+        scale = rng.uniform(0.1, 3.0)
+        yield (rng.normal(size=(b, d)) * scale, rng.normal(size=(b, d)), rng.normal(size=(b, k, d))), {}
+    yield (np.full((2, 3), 10.0), np.full((2, 3), -10.0), np.full((2, 2, 3), 10.0)), {}  # |u.v| = 300
+
+
+def procrustes(rng):
+    for n, d in [(5, 2), (30, 4), (100, 8), (12, 12)]:
+        source = rng.normal(size=(n, d))
+        rotation, _ = np.linalg.qr(rng.normal(size=(d, d)))
+        yield (source, source @ rotation.T + rng.normal(size=(n, d)) * rng.uniform(0, 0.5)), {}
+
+
 GENERATORS = {
     "counts.one_hot": one_hot,
     "counts.tfidf": tfidf,
     "counts.ppmi": ppmi,
     "counts.cosine_similarity": cosine_similarity,
+    "word2vec.skipgram_pairs": skipgram_pairs,
+    "word2vec.sgns_loss_and_grads": sgns_loss_and_grads,
+    "alignment.procrustes": procrustes,
 }

@@ -23,24 +23,25 @@ FUNCTIONS = ["one_hot", "tfidf", "ppmi", "cosine_similarity"]
 pytestmark = pytest.mark.slow
 
 
-def _answers(root: Path) -> dict[str, str]:
-    nb = nbformat.read(root / "solutions" / ASSIGNMENT / NOTEBOOK, as_version=4)
+def _answers(root: Path, assignment: str = ASSIGNMENT) -> dict[str, str]:
+    nb = nbformat.read(root / "solutions" / assignment / f"{assignment}.ipynb", as_version=4)
     return {c.metadata["nbgrader"]["grade_id"]: c.source for c in nb.cells
             if c.metadata.get("nbgrader", {}).get("solution")}
 
 
-def _submit(course: Path, student: str, answers: dict[str, str], edit=None) -> None:
+def _submit(course: Path, student: str, answers: dict[str, str], edit=None, assignment: str = ASSIGNMENT) -> None:
     """Write a submission: the released notebook with ``answers`` typed into its answer cells."""
-    nb = nbformat.read(course / "exercises" / ASSIGNMENT / NOTEBOOK, as_version=4)
+    notebook = f"{assignment}.ipynb"
+    nb = nbformat.read(course / "exercises" / assignment / notebook, as_version=4)
     for cell in nb.cells:
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
         if grade_id in answers:
             cell.source = answers[grade_id]
     if edit:
         edit(nb)
-    folder = course / "submitted" / student / ASSIGNMENT
+    folder = course / "submitted" / student / assignment
     folder.mkdir(parents=True)
-    nbformat.write(nb, folder / NOTEBOOK)
+    nbformat.write(nb, folder / notebook)
 
 
 def _cell(nb, grade_id):
@@ -83,9 +84,9 @@ def course(tmp_path_factory, root):
     return course, graded
 
 
-def _scores(course: Path, student: str) -> dict[str, float]:
+def _scores(course: Path, student: str, assignment: str = ASSIGNMENT) -> dict[str, float]:
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
-        notebook = gb.find_submission_notebook(ASSIGNMENT, ASSIGNMENT, student)
+        notebook = gb.find_submission_notebook(assignment, assignment, student)
         return {grade.name: grade.score for grade in notebook.grades}
 
 
@@ -171,3 +172,29 @@ def test_gradebook_accepts_another_database_url(tmp_path, root):
     assert not (tmp_path / "gradebook.db").exists()
     with Gradebook(f"sqlite:///{other}") as gb:
         assert gb.find_assignment(ASSIGNMENT).max_score == 100
+
+
+LATER = ["ps02_word2vec"]
+
+
+@pytest.fixture(scope="module", params=LATER)
+def later_course(request, tmp_path_factory, root):
+    """A later assignment, graded in its own student edition (earlier answers revealed)."""
+    assignment = request.param
+    course = tmp_path_factory.mktemp(assignment)
+    shutil.copy(root / "nbgrader_config.py", course)
+    shutil.copytree(root / "solutions", course / "solutions")
+    run(["-m", "nbgrader", "generate_assignment", assignment], cwd=course)
+    _submit(course, "full", _answers(root, assignment), assignment=assignment)
+    _submit(course, "blank", {}, assignment=assignment)
+    graded = run(["-m", "course_tools", "grade", assignment], cwd=course)
+    return assignment, course, graded
+
+
+def test_later_assignment_grades_full_marks_and_zero(later_course):
+    assignment, course, graded = later_course
+    full, blank = _scores(course, "full", assignment), _scores(course, "blank", assignment)
+    assert sum(full.values()) == 100, {k: v for k, v in full.items() if v == 0}
+    assert sum(blank.values()) == 0
+    names = {k.split("_", 1)[1] for k in full}
+    assert all(full[f"test_{n}"] + full[f"hidden_{n}"] == 100 / len(names) for n in names)
