@@ -84,6 +84,15 @@ def test_numerical_gradient_leaves_x_unchanged(name):
     np.testing.assert_array_equal(x, copy)  # bit for bit: restored, not re-added
 
 
+def test_numerical_gradient_restores_the_saved_value_not_an_arithmetic_undo():
+    # in floating point (x - eps) + eps and (x + eps) - eps are not always x: the original must be put back
+    x = np.array([-1.95, -0.46, -0.08, 0.43, 0.3, 0.2])
+    assert np.any((x - 0.1) + 0.1 != x) and np.any((x + 0.1) - 0.1 != x)  # the premise
+    copy = x.copy()
+    numerical_gradient(sum_of_sines, x, eps=0.1)
+    np.testing.assert_array_equal(x, copy)
+
+
 def test_numerical_gradient_probes_x_in_place_and_restores_each_entry():
     x = np.array([1.0, 2.0, 3.0])
     seen = []
@@ -197,7 +206,9 @@ def test_procrustes_errors(source, target, error, pattern):
 def test_retrieval_accuracy_identical_spaces_is_one():
     x = np.random.default_rng(0).standard_normal((200, 50))
     assert retrieval_accuracy(x, x) == 1.0
-    assert retrieval_accuracy(x, 3.0 * x) == 1.0  # cosine: the scale of a row does not matter
+    scales = np.random.default_rng(1).uniform(0.1, 10, size=(200, 1))
+    assert retrieval_accuracy(x, scales * x) == 1.0  # cosine: the length of a row does not matter
+    assert retrieval_accuracy(scales * x, x) == 1.0
 
 
 def test_retrieval_accuracy_by_hand_and_k():

@@ -4,8 +4,9 @@ PyTorch autograd (float64) for the SGNS loss and its gradients, finite
 differences from course_lib.gradcheck, naive double loops for skip-gram pairs,
 a chi-square test for the noise sampler, gensim's own subsampling table for
 ``keep_probabilities``, and, for the trainers, properties any working word2vec
-has: words of two disjoint topics end up in two separate clusters, and the
-real-corpus WordSim-353 score beats gensim's (slow).
+has: words of two disjoint topics end up in two separate clusters, and on the
+course's real corpus WordSim-353 Spearman is above 0.2 (slow; gensim's
+Word2Vec gets about 0.22 there).
 """
 
 from __future__ import annotations
@@ -392,30 +393,41 @@ def test_sgns_rejects_1d_center():
 # ---------------------------------------------------------------- trainers
 
 PER_TOPIC = 8
+SHARED = 2 * PER_TOPIC  # a function word of both topics
 
 
 def topic_corpus(seed=0, n_docs=120, length=40):
-    """Documents alternate between two topics with disjoint words: ids 0..7 and 8..15."""
+    """Documents alternate between two topics with disjoint words, ids 0..7 and 8..15; about 30% of
+    the tokens of every document are the shared word 16.
+
+    The shared word is what makes the test need negative sampling: with attraction alone (no noise
+    words) both topics are pulled towards it and all vectors collapse to one direction (cosine ~0.99).
+    """
     rng = np.random.default_rng(seed)
-    docs = [rng.integers(0, PER_TOPIC, size=length) + (d % 2) * PER_TOPIC for d in range(n_docs)]
-    counts = np.bincount(np.concatenate(docs), minlength=2 * PER_TOPIC)
+    docs = []
+    for d in range(n_docs):
+        doc = rng.integers(0, PER_TOPIC, size=length) + (d % 2) * PER_TOPIC
+        doc[rng.random(length) < 0.3] = SHARED
+        docs.append(doc)
+    counts = np.bincount(np.concatenate(docs), minlength=SHARED + 1)
     return docs, counts
 
 
 def assert_topics_separate(vectors):
-    """Every word is closer (cosine) to each word of its topic than to any word of the other topic."""
-    assert vectors.shape == (2 * PER_TOPIC, vectors.shape[1])
-    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
-    sims = unit @ unit.T  # (V, V)
-    topic = np.arange(2 * PER_TOPIC) // PER_TOPIC
+    """Every topic word is closer (cosine) to each word of its topic than to any word of the other topic."""
+    assert vectors.shape == (SHARED + 1, vectors.shape[1])
+    topic_vectors = vectors[:SHARED]
+    unit = topic_vectors / np.linalg.norm(topic_vectors, axis=1, keepdims=True)
+    sims = unit @ unit.T  # (16, 16)
+    topic = np.arange(SHARED) // PER_TOPIC
     same = topic[:, None] == topic[None, :]
     other = ~np.eye(len(sims), dtype=bool)
-    least_within = np.where(same & other, sims, np.inf).min(axis=1)  # (V,)
-    most_across = np.where(~same, sims, -np.inf).max(axis=1)  # (V,)
+    least_within = np.where(same & other, sims, np.inf).min(axis=1)  # (16,)
+    most_across = np.where(~same, sims, -np.inf).max(axis=1)  # (16,)
     assert np.all(least_within > most_across), (
         f"topic words are not clustered: within-topic min {least_within.round(2)}, "
         f"across-topic max {most_across.round(2)}")
-    assert sims[same & other].mean() - sims[~same].mean() > 0.5
+    assert sims[same & other].mean() - sims[~same].mean() > 0.5, "the two topics collapsed together"
 
 
 SMALL = dict(dim=10, window=2, negatives=3, epochs=3, batch_size=128, sample=0, progress=False)
@@ -425,7 +437,7 @@ SMALL = dict(dim=10, window=2, negatives=3, epochs=3, batch_size=128, sample=0, 
 def test_train_sgns_numpy_separates_topics_and_loss_decreases(seed):
     docs, counts = topic_corpus(seed)
     vectors, losses = train_sgns_numpy(docs, counts, seed=seed, **SMALL)
-    assert isinstance(vectors, np.ndarray) and vectors.shape == (2 * PER_TOPIC, SMALL["dim"])
+    assert isinstance(vectors, np.ndarray) and vectors.shape == (SHARED + 1, SMALL["dim"])
     assert_topics_separate(vectors)
     assert losses.ndim == 1 and np.all(np.isfinite(losses))
     tenth = max(1, len(losses) // 10)
@@ -502,7 +514,7 @@ def test_train_sgns_numpy_is_deterministic_for_a_seed():
     assert not np.allclose(a, c)
 
 
-TORCH_SMALL = dict(SMALL, shared_negatives=8)
+TORCH_SMALL = dict(SMALL, shared_negatives=8, threads=1)  # one thread: fast on a busy machine
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -540,47 +552,28 @@ def test_train_sgns_restores_torch_threads_and_calls_pair_fn():
 
     try:
         torch.set_num_threads(3)
-        train_sgns(docs, counts, threads=1, pair_fn=pair_fn, **dict(TORCH_SMALL, epochs=2))
+        train_sgns(docs, counts, pair_fn=pair_fn, **dict(TORCH_SMALL, threads=2, epochs=2))
         assert torch.get_num_threads() == 3
-        assert calls and set(calls) == {1}, "training must run with the requested thread count"
+        assert calls and set(calls) == {2}, "training must run with the requested thread count"
         assert len(calls) == 2 * len(docs)
 
         def failing_pair_fn(ids, window, rng):
             raise RuntimeError("student bug")
 
         with pytest.raises(RuntimeError, match="student bug"):
-            train_sgns(docs, counts, threads=1, pair_fn=failing_pair_fn, **TORCH_SMALL)
+            train_sgns(docs, counts, pair_fn=failing_pair_fn, **TORCH_SMALL)
         assert torch.get_num_threads() == 3, "an exception must not leave torch's thread count changed"
     finally:
         torch.set_num_threads(original)
 
 
-@pytest.fixture(scope="module")
-def real_corpus():
+@pytest.mark.slow
+def test_train_sgns_on_real_corpus_scores_on_wordsim353():
     docs = corpus.english_documents()
     vocab = corpus.Vocabulary.build(docs, min_count=5)
-    return docs, vocab, [vocab.encode(d) for d in docs]
-
-
-@pytest.mark.slow
-def test_train_sgns_on_real_corpus_scores_on_wordsim353(real_corpus):
-    _docs, vocab, ids = real_corpus
+    ids = [vocab.encode(d) for d in docs]
     vectors = train_sgns(ids, vocab.counts, epochs=5, seed=1, progress=False)
     rho, oov = evaluation.word_similarity(evaluation.keyed_vectors(vocab.words, vectors))
     assert rho > 0.2, f"WordSim-353 Spearman {rho:.3f} (gensim gets about 0.22 on this corpus)"
     assert oov < 40
 
-
-@pytest.mark.slow
-def test_train_sgns_at_least_as_good_as_gensim_word2vec(real_corpus):
-    """The benchmark's quality target, as a test: WordSim-353 no worse than gensim's minus 0.03."""
-    from gensim.models import Word2Vec
-
-    docs, vocab, ids = real_corpus
-    settings = dict(window=5, epochs=5, sample=1e-3)
-    ours = train_sgns(ids, vocab.counts, dim=100, negatives=5, lr=0.025, seed=2, progress=False, **settings)
-    theirs = Word2Vec([d[i:i + 10000] for d in docs for i in range(0, len(d), 10000)], vector_size=100,
-                      negative=5, alpha=0.025, min_count=5, sg=1, hs=0, workers=2, seed=2, **settings).wv
-    ours_rho, _ = evaluation.word_similarity(evaluation.keyed_vectors(vocab.words, ours))
-    theirs_rho, _ = evaluation.word_similarity(theirs)
-    assert ours_rho >= theirs_rho - 0.03, f"course_lib {ours_rho:.3f}, gensim {theirs_rho:.3f}"
