@@ -20,7 +20,8 @@ from conftest import run
 from course_tools import leaks, tool_env
 
 pytestmark = pytest.mark.slow
-PAGES = ["intro", "chapters/ch01_counts", "exercises/ps01_counts/ps01_counts", "api", "bibliography"]
+PAGES = ["intro", "chapters/ch01_counts", "chapters/ch02_word2vec", "exercises/ps01_counts/ps01_counts",
+         "exercises/ps02_word2vec/ps02_word2vec", "api", "bibliography"]
 
 
 def _build(folder):
