@@ -310,7 +310,8 @@ def train_sgns(documents: Sequence, counts, dim: int = 100, window: int = 5, neg
         for epoch in range(epochs):
             centers, contexts = _epoch_pairs(documents, window, keep, rng, pair_fn)
             order = torch.as_tensor(rng.permutation(len(centers)))
-            centers, contexts = torch.as_tensor(centers)[order], torch.as_tensor(contexts)[order]
+            centers = torch.as_tensor(centers).index_select(0, order)
+            contexts = torch.as_tensor(contexts).index_select(0, order)
             n = len(centers)
             n_batches = math.ceil(n / batch_size)
             all_noise = torch.multinomial(noise, n_batches * shared_negatives, replacement=True,
@@ -320,7 +321,7 @@ def train_sgns(documents: Sequence, counts, dim: int = 100, window: int = 5, neg
                     start, stop = b * batch_size, min((b + 1) * batch_size, n)
                     step = lr * max(1 - (epoch * n + start) / (epochs * n), 1e-3)
                     c, o, k = centers[start:stop], contexts[start:stop], all_noise[b]  # (B,), (B,), (S,)
-                    v, u_o, u_k = w_in[c], w_out[o], w_out[k]  # (B, d), (B, d), (S, d)
+                    v, u_o, u_k = w_in.index_select(0, c), w_out.index_select(0, o), w_out.index_select(0, k)  # (B, d), (B, d), (S, d)
                     g_o = torch.sigmoid((v * u_o).sum(1)) - 1  # (B,) dL/d(u_o . v)
                     g_k = torch.sigmoid(v @ u_k.T) * weight  # (B, S) dL/d(u_s . v)
                     grad_v = g_o[:, None] * u_o + g_k @ u_k  # (B, d)
