@@ -24,13 +24,13 @@ from . import tool_env
 from .grading import check_submission
 
 
-def _release_notebooks(course: Path, assignment: str) -> list[str]:
+def _assignment_notebooks(course: Path, assignment: str) -> list[str]:
     return sorted(p.name for p in (course / "solutions" / assignment).glob("*.ipynb"))
 
 
 def grade(assignment: str, course: Path | None = None) -> int:
     course = Path(course or Path.cwd())
-    notebooks = _release_notebooks(course, assignment)
+    notebooks = _assignment_notebooks(course, assignment)
     if not notebooks:
         print(f"no notebooks in solutions/{assignment}: is this the course root?", file=sys.stderr)
         return 2

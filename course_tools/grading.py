@@ -9,12 +9,14 @@ on a student's laptop passes in the grader.
 
 from __future__ import annotations
 
+import functools
 import hashlib
-import json
 import os
 import tempfile
 from pathlib import Path
 
+import nbformat
+from nbformat.reader import NotJSONError
 from nbgrader.preprocessors import Execute
 from nbgrader.utils import setenv
 
@@ -22,11 +24,13 @@ from . import ROOT
 from .edition import edition_number, write_edition
 
 
+@functools.lru_cache(maxsize=None)
 def edition_dir(assignment: str, root: Path = ROOT) -> Path:
     """Build (once per content) the student edition used to grade ``assignment``; return its folder.
 
     The folder name carries a hash of the edition's files, so concurrent graders
     and repeated runs reuse a finished edition and never see a half-written one.
+    Within one grading process the edition is built once, not once per notebook.
     """
     number = edition_number(assignment, root)
     with tempfile.TemporaryDirectory(dir=_editions(root)) as scratch:
@@ -81,11 +85,9 @@ def check_submission(folder: Path, expected_notebooks: list[str]) -> list[str]:
             problems.append(f"{name} is missing from {folder}")
             continue
         try:
-            import nbformat
-
             nbformat.validate(nbformat.reads(path.read_text(encoding="utf-8"), as_version=4))
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            problems.append(f"{name} is not a readable notebook (broken JSON: {error})")
+        except (NotJSONError, UnicodeDecodeError) as error:
+            problems.append(f"{name} is not a readable notebook (broken JSON: {str(error)[:200]})")
         except Exception as error:  # nbformat's validation errors have many types
             problems.append(f"{name} is not a valid notebook ({type(error).__name__}: {str(error)[:200]})")
     return problems

@@ -22,7 +22,7 @@ import nbformat
 import numpy as np
 
 from . import ROOT, hidden_cases
-from .exercises import answer_cells, assignments, find_exercises, solution_notebooks
+from .exercises import answer_cells, assignments, find_exercises, owners, solution_notebooks
 from course_lib.testing import encode_cases, quiet
 
 HIDDEN_TEMPLATE = '''\
@@ -84,11 +84,9 @@ def sync(check: bool = False, root: Path = ROOT) -> list[str]:
     """Sync every solution notebook. Returns the changes made (or, with ``check``, needed)."""
     exercises = find_exercises()
     changes = []
-    claimed = set()
     for assignment in assignments(root):
         for path in solution_notebooks(assignment, root):
             changes += sync_notebook(path, exercises, check)
-            claimed.update(key for _i, key in answer_cells(nbformat.read(path, as_version=4)))
-    for key in sorted(set(exercises) - claimed):
+    for key in sorted(set(exercises) - set(owners(root))):
         changes.append(f"course_lib/{key.split('.')[0]}.py: exercise {key} has no answer cell in any assignment")
     return changes
