@@ -1,0 +1,249 @@
+"""Chapters 3 and 4: recurrent language models in PyTorch, their training loop and sampling.
+
+A language model predicts token ``x_{t+1}`` from ``x_1..x_t``: it embeds the
+tokens, runs a :class:`~course_lib.recurrent.RecurrentNetwork` and maps each
+state to ``V`` logits. Training minimizes the mean cross-entropy
+``-(1/N) sum log p(x_{t+1} | x_1..x_t)`` with truncated backpropagation
+through time: the text is cut into ``B`` parallel streams and walked through in
+chunks of ``T`` tokens; the state is carried from chunk to chunk but gradients
+stop at chunk boundaries. Perplexity is ``exp`` of the mean cross-entropy.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from . import checks
+from .corpus import Vocabulary
+from .recurrent import RecurrentNetwork
+from .sampling import sample
+
+
+def with_specials(vocab: Vocabulary, *tokens: str) -> Vocabulary:
+    """A copy of ``vocab`` with special tokens such as ``"<unk>"`` appended (count 0). Chapter 3."""
+    new = [t for t in tokens if t not in vocab]
+    return Vocabulary(vocab.words + new, np.concatenate([vocab.counts, np.zeros(len(new), dtype=np.int64)]))
+
+
+def stream_ids(documents: Sequence[Sequence[str]], vocab: Vocabulary, unknown: str = "<unk>",
+               separator: str | None = "<eos>") -> np.ndarray:
+    """Encode documents as one stream of ids for language modelling. Chapter 3.
+
+    Tokens outside ``vocab`` become ``unknown`` (which must be in ``vocab``);
+    ``separator`` (if in ``vocab``) ends every document.
+
+    Args:
+        documents: ``D`` lists of tokens (words), or strings (read as characters).
+        vocab: the vocabulary, including ``unknown`` and ``separator``.
+
+    Returns:
+        ``(N,)`` int64 ids.
+    """
+    unk = vocab[unknown]
+    end = [vocab[separator]] if separator is not None and separator in vocab else []
+    ids = []
+    for doc in documents:
+        ids.extend(vocab.index.get(token, unk) for token in doc)
+        ids.extend(end)
+    return np.array(ids, dtype=np.int64)
+
+
+def batchify(ids, batch_size: int) -> torch.Tensor:
+    """Cut a stream of ``N`` ids into ``B`` parallel rows: ``(B, N // B)``. Chapter 3.
+
+    Row ``b`` holds ids ``b*M .. (b+1)*M - 1`` with ``M = N // B``; the last
+    ``N mod B`` ids are dropped.
+    """
+    ids = np.asarray(ids)
+    if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
+        raise ValueError(f"ids must be a 1-D array of integer ids, got shape {ids.shape}, dtype {ids.dtype}")
+    batch_size = checks.positive_int(batch_size, "batch_size")
+    width = len(ids) // batch_size
+    if width < 2:
+        raise ValueError(f"{len(ids)} ids are too few for {batch_size} rows of at least 2 tokens")
+    return torch.as_tensor(ids[:width * batch_size].reshape(batch_size, width), dtype=torch.int64)
+
+
+class RecurrentLanguageModel(nn.Module):
+    """Embedding, recurrent network, linear read-out: ``p(x_{t+1} | x_<=t) = softmax(V h_t + c)``. Chapter 3.
+
+    Args:
+        vocab_size: ``V``.
+        embed_dim: ``E``, the size of the token embeddings.
+        hidden_size: ``H``.
+        mode: ``"rnn"``, ``"lstm"`` or ``"gru"``.
+        num_layers: stacked layers.
+        dropout: dropout on the embeddings, between layers and before the read-out.
+        cell_fn: the cell function (default: the reference cell of ``mode``).
+    """
+
+    def __init__(self, vocab_size: int, embed_dim: int, hidden_size: int, mode: str = "lstm",
+                 num_layers: int = 1, dropout: float = 0.0, cell_fn: Callable | None = None):
+        super().__init__()
+        self.vocab_size = checks.positive_int(vocab_size, "vocab_size")
+        self.embedding = nn.Embedding(vocab_size, embed_dim)
+        self.network = RecurrentNetwork(mode, embed_dim, hidden_size, num_layers, dropout=dropout, cell_fn=cell_fn)
+        self.dropout = nn.Dropout(dropout)
+        self.readout = nn.Linear(hidden_size, vocab_size)
+
+    def forward(self, ids: torch.Tensor, state=None):
+        """``ids`` ``(B, T)`` and an optional carried state give ``(logits (B, T, V), final state)``."""
+        if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.dtype != torch.int64:
+            raise ValueError(f"ids must be a (B, T) int64 tensor, got {getattr(ids, 'shape', type(ids).__name__)}")
+        embedded = self.dropout(self.embedding(ids))  # (B, T, E)
+        outputs, state = self.network(embedded, state=state)  # (B, T, H)
+        return self.readout(self.dropout(outputs)), state  # (B, T, V)
+
+
+def detach_state(state):
+    """Cut the graph behind a carried state (truncated BPTT); works on ``h`` or ``(h, c)``. Chapter 3."""
+    if state is None:
+        return None
+    if isinstance(state, tuple):
+        return tuple(s.detach() for s in state)
+    return state.detach()
+
+
+def _progress(total: int, desc: str, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, disable=not enabled, mininterval=1.0, leave=False)
+
+
+def optimizer_step(model: nn.Module, optimizer, loss: torch.Tensor, max_norm: float | None) -> float:
+    """Backpropagate ``loss``, clip the gradients' global norm to ``max_norm``, step. Chapters 3 and 4.
+
+    Returns the gradient norm before clipping (``torch.nn.utils.clip_grad_norm_``).
+    """
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    params = [p for p in model.parameters() if p.grad is not None]
+    norm = torch.nn.utils.clip_grad_norm_(params, max_norm if max_norm else float("inf"))
+    optimizer.step()
+    return float(norm)
+
+
+def train_language_model(model: nn.Module, ids, steps: int, seq_len: int = 64, batch_size: int = 32,
+                         lr: float = 3e-3, max_norm: float | None = 1.0, weight_decay: float = 0.0,
+                         valid_ids=None, eval_every: int = 100, seed: int = 0, progress: bool = True) -> dict:
+    """Train a language model with Adam and truncated BPTT on a stream of ids. Chapters 3 and 4.
+
+    Each step reads the next ``(B, T)`` chunk of :func:`batchify`'s rows,
+    predicts every next token, and minimizes the mean cross-entropy; the state
+    is carried to the next chunk with :func:`detach_state` and reset when the
+    rows wrap around. Gradients are clipped to global norm ``max_norm``;
+    ``weight_decay`` adds the L2 penalty ``lambda ||theta||^2 / 2`` to the loss
+    through Adam's gradient.
+
+    Args:
+        model: maps ``(B, T)`` ids and a state to ``(B, T, V)`` logits and a state.
+        ids: ``(N,)`` training ids.
+        steps: optimizer steps.
+        seq_len, batch_size: ``T`` and ``B``.
+        lr, max_norm, weight_decay: Adam's step size, the clipping norm (``None``: no clipping), L2.
+        valid_ids: ``(M,)`` ids to measure perplexity on every ``eval_every`` steps, or ``None``.
+        seed: seeds dropout and initial shuffling.
+        progress: show a tqdm bar.
+
+    Returns:
+        ``{"loss": (steps,), "grad_norm": (steps,), "valid_step": (E,), "valid_perplexity": (E,)}``
+        as numpy arrays.
+    """
+    steps = checks.positive_int(steps, "steps")
+    torch.manual_seed(seed)
+    data = batchify(ids, batch_size)  # (B, M)
+    if data.shape[1] <= seq_len:
+        raise ValueError(f"each of the {batch_size} rows has {data.shape[1]} tokens; need more than seq_len={seq_len}")
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
+    history = {"loss": [], "grad_norm": [], "valid_step": [], "valid_perplexity": []}
+    state, position = None, 0
+    with _progress(steps, "training", progress) as bar:
+        for step in range(1, steps + 1):
+            if position + seq_len + 1 > data.shape[1]:
+                state, position = None, 0  # wrap around: start the rows again from a zero state
+            inputs = data[:, position:position + seq_len]  # (B, T)
+            targets = data[:, position + 1:position + seq_len + 1]  # (B, T)
+            position += seq_len
+            model.train()
+            logits, state = model(inputs, detach_state(state))  # (B, T, V)
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+            history["grad_norm"].append(optimizer_step(model, optimizer, loss, max_norm))
+            history["loss"].append(loss.item())
+            if valid_ids is not None and (step % eval_every == 0 or step == steps):
+                history["valid_step"].append(step)
+                history["valid_perplexity"].append(evaluate_perplexity(model, valid_ids, seq_len, batch_size))
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
+    return {key: np.array(value) for key, value in history.items()}
+
+
+@torch.no_grad()
+def evaluate_perplexity(model: nn.Module, ids, seq_len: int = 64, batch_size: int = 8) -> float:
+    """``exp`` of the mean cross-entropy of every next-token prediction in ``ids``. Chapter 3.
+
+    ``PPL = exp(-(1/N) sum_t log p(x_{t+1} | x_<=t))``; the state is carried
+    through the whole stream, as in training.
+
+    Args:
+        model: as in :func:`train_language_model`.
+        ids: ``(N,)`` ids.
+    """
+    was_training = model.training
+    model.eval()
+    data = batchify(ids, batch_size)  # (B, M)
+    total, count, state = 0.0, 0, None
+    for position in range(0, data.shape[1] - 1, seq_len):
+        inputs = data[:, position:position + seq_len]
+        targets = data[:, position + 1:position + seq_len + 1]
+        inputs = inputs[:, :targets.shape[1]]
+        logits, state = model(inputs, state)
+        total += F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="sum").item()
+        count += targets.numel()
+    model.train(was_training)
+    return math.exp(total / count)
+
+
+def next_token_fn(model: nn.Module) -> Callable:
+    """A step function for :func:`course_lib.sampling.sample`: ``(token_id, state) -> (logits (V,), state)``.
+
+    Chapter 3. Runs the model on one token without building a graph.
+    """
+    def step(token_id: int, state):
+        with torch.no_grad():
+            logits, state = model(torch.tensor([[int(token_id)]]), state)  # (1, 1, V)
+        return logits[0, -1].numpy(), state
+    return step
+
+
+def generate(model: nn.Module, vocab: Vocabulary, prompt: Sequence[str], length: int, seed: int = 0,
+             temperature: float = 1.0, joiner: str = "") -> str:
+    """Continue ``prompt`` by sampling ``length`` tokens from the model. Chapter 3.
+
+    Args:
+        model: a trained language model.
+        vocab: its vocabulary.
+        prompt: the tokens to start from (characters, or words).
+        length: how many tokens to sample.
+        seed: seeds the sampler.
+        temperature: divides the logits before the softmax; below 1 is more conservative.
+        joiner: the string put between tokens (``""`` for characters, ``" "`` for words).
+
+    Returns:
+        the prompt followed by the sampled tokens, as one string.
+    """
+    ids = [vocab[token] for token in prompt]
+    if not ids:
+        raise ValueError("prompt must hold at least one token")
+    model.eval()
+    state = None
+    step = next_token_fn(model)
+    for token in ids[:-1]:  # read the prompt
+        _, state = step(token, state)
+    sampled = sample(step, ids[-1], length, np.random.default_rng(seed), temperature, state)
+    return joiner.join(list(prompt) + vocab.decode(sampled))
