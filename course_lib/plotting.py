@@ -81,3 +81,27 @@ def similarity_heatmap(similarities, labels: Sequence[str], ax=None,
                         color="white" if abs(sims[i, j]) > 0.6 * max(abs(vmin), abs(vmax)) else "black")
     ax.set_title(title)
     return ax
+
+
+def gradient_norms(norms_by_label: dict, ax=None, title: str = "Gradient of the last step's loss, back through time"):
+    """Plot ``||dL_T / dh_t||`` against the distance ``T - t`` on a log scale, one line per model. Chapters 3 and 4.
+
+    Args:
+        norms_by_label: ``{label: (T,) norms}`` as returned by
+            :func:`course_lib.gradient_flow.gradient_norms_through_time`.
+        ax: the ``Axes`` to draw on (a new figure if ``None``).
+    """
+    ax = _axes(ax, (6.5, 3.8))
+    tiny = np.finfo(np.float32).tiny  # a gradient that underflowed to 0 is drawn at the floor
+    for label, norms in norms_by_label.items():
+        norms = np.asarray(norms, dtype=np.float64)
+        if norms.ndim != 1 or norms.size == 0:
+            raise ValueError(f"the norms of {label!r} must be a non-empty 1-D array, got shape {norms.shape}")
+        distance = np.arange(len(norms))[::-1]  # entry t is T - 1 - t steps before the loss
+        ax.semilogy(distance, np.maximum(norms, tiny), label=label)
+    ax.set_xlabel("steps back from the prediction, T - t")
+    ax.set_ylabel("gradient norm ||dL_T / dh_t||")
+    ax.set_title(title)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend()
+    return ax
