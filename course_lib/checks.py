@@ -65,3 +65,33 @@ def matrix(x, name: str, *, allow_sparse: bool = True, nonnegative: bool = False
     if nonnegative and values.size and values.min() < 0:
         raise ValueError(f"{name} must hold non-negative counts, found {values.min()}")
     return out
+
+
+def expect_shape(x, name: str, shape: tuple, symbols: str) -> np.ndarray:
+    """Return ``x`` as a float64 array, raising unless it has the expected shape. Chapter 3 on.
+
+    A 2-D ``x`` is checked with :func:`matrix` (dense, numeric,
+    finite). The message names the argument, the shape in the chapter's letters
+    and in numbers, and the shape it got, e.g.
+    ``h_prev must have shape (B, H) = (4, 8), got (4, 7)``.
+
+    Args:
+        x: array-like.
+        name: the argument's name.
+        shape: the expected shape, a tuple of ints; ``None`` accepts any size on that axis.
+        symbols: the shape in letters, e.g. ``"(B, H)"``.
+
+    Returns:
+        float64 array of shape ``shape``.
+    """
+    if len(shape) == 2:
+        arr = matrix(x, name, allow_sparse=False)
+    else:
+        arr = np.asarray(x)
+        if not np.issubdtype(arr.dtype, np.number):
+            raise TypeError(f"{name} must be a numeric array, got dtype {arr.dtype}")
+        arr = arr.astype(np.float64, copy=False)
+    if arr.ndim != len(shape) or any(want is not None and got != want for got, want in zip(arr.shape, shape)):
+        numbers = ", ".join("?" if n is None else str(n) for n in shape) + ("," if len(shape) == 1 else "")
+        raise ValueError(f"{name} must have shape {symbols} = ({numbers}), got {arr.shape}")
+    return arr

@@ -135,13 +135,12 @@ def bidirectional(x, lengths, forward, backward):
         raise ValueError(f"x must be a tensor of shape (B, T, ...), got {getattr(x, 'shape', type(x).__name__)}")
     lengths = check_lengths(lengths, x.shape[0], x.shape[1]).to(x.device)
     ### BEGIN SOLUTION
-    batch, steps = x.shape[:2]
-    t = torch.arange(steps, device=x.device)  # (T,)
+    t = torch.arange(x.shape[1], device=x.device)  # (T,)
     source = lengths.unsqueeze(1) - 1 - t  # (B, T) position that step t of the reversal reads
     source = torch.where(source >= 0, source, t)  # padding stays where it is
 
     def reverse(seq):  # (B, T, ...) -> (B, T, ...); its own inverse
-        index = source.view(batch, steps, *[1] * (seq.dim() - 2)).expand_as(seq)
+        index = source.view(*source.shape, *[1] * (seq.dim() - 2)).expand_as(seq)
         return seq.gather(1, index)
 
     out_forward, final_forward = forward(x, lengths)

@@ -34,9 +34,33 @@ def quiet():
 
 
 def _as_plain(x):
-    """Sparse matrices become dense arrays; array-likes become float arrays."""
+    """Sparse matrices become dense arrays and torch tensors numpy arrays; anything else is returned as is."""
     if sp.issparse(x):
         return x.toarray()
+    if hasattr(x, "detach") and hasattr(x, "numpy"):  # a torch tensor, without importing torch here
+        return x.detach().cpu().numpy()
+    return x
+
+
+def to_numpy(x):
+    """Torch tensors (also inside tuples and lists) become numpy arrays. Every assignment."""
+    if isinstance(x, (tuple, list)):
+        return type(x)(to_numpy(item) for item in x)
+    return _as_plain(x)
+
+
+def to_torch(x):
+    """Numpy arrays (also inside tuples and lists) become torch tensors of the same dtype. Chapter 3 on.
+
+    Hidden test cases of PyTorch exercises are stored as numpy arrays and
+    converted by this function just before the call.
+    """
+    import torch
+
+    if isinstance(x, (tuple, list)):
+        return type(x)(to_torch(item) for item in x)
+    if isinstance(x, np.ndarray):
+        return torch.from_numpy(x.copy())
     return x
 
 
@@ -106,7 +130,8 @@ def encode_cases(cases: list[dict]) -> str:
     """Pack test cases into printable text for embedding in a notebook cell. Every assignment.
 
     Each case is a dict with ``args`` (tuple), ``kwargs`` (dict), ``expected``
-    and optional ``rtol``/``atol``. Returns base64 text of the compressed
+    and optional ``rtol``/``atol`` and ``torch`` (true: the arguments are
+    converted with :func:`to_torch` before the call). Returns base64 text of the compressed
     pickle, wrapped at 76 characters.
     """
     raw = base64.b64encode(zlib.compress(pickle.dumps(cases, protocol=4), 9)).decode("ascii")
@@ -146,6 +171,8 @@ def check_cases(fn, encoded: str, name: str | None = None) -> None:
     for number, case in enumerate(cases, start=1):
         args, kwargs = copy.deepcopy(case["args"]), copy.deepcopy(case.get("kwargs", {}))
         call = f"{name}({_describe_args(args, kwargs)})"
+        if case.get("torch"):
+            args, kwargs = to_torch(args), {key: to_torch(value) for key, value in kwargs.items()}
         with quiet():
             try:
                 actual = fn(*args, **kwargs)
@@ -156,3 +183,33 @@ def check_cases(fn, encoded: str, name: str | None = None) -> None:
                                      f"{type(error).__name__}: {error}") from None
         assert_close(actual, case["expected"], f"case {number} of {len(cases)}: {call}",
                      rtol=case.get("rtol", 1e-6), atol=case.get("atol", 1e-9))
+
+
+class CumulativeLayer:
+    """A tiny recurrent layer for testing :func:`course_lib.recurrent.bidirectional`: ``h_t = h_{t-1} + x_t M``.
+
+    Called as ``layer(x, lengths)`` with ``x`` a ``(B, T, ..., I)`` torch tensor,
+    it returns ``(outputs, final)``: outputs ``(B, T, ..., H)`` are zero past
+    each length, ``final`` ``(B, ..., H)`` is the state at each sequence's last
+    step. The running sum depends on the order of the steps, so a wrong
+    reversal shows. Its weights are a numpy array, so test cases that hold it
+    can be pickled. Chapter 3 on.
+
+    Args:
+        weights: ``(I, H)`` numpy array ``M``.
+    """
+
+    def __init__(self, weights):
+        self.weights = np.asarray(weights, dtype=np.float64)
+
+    def __call__(self, x, lengths):
+        import torch
+
+        projected = x @ torch.from_numpy(self.weights).to(x.dtype)  # (B, T, ..., H)
+        steps = torch.arange(x.shape[1], device=x.device)
+        alive = (steps[None, :] < torch.as_tensor(lengths)[:, None]).to(x.dtype)  # (B, T)
+        alive = alive.view(*alive.shape, *[1] * (x.dim() - 2))
+        outputs = torch.cumsum(projected * alive, dim=1) * alive  # (B, T, ..., H)
+        last = (torch.as_tensor(lengths) - 1).view(-1, 1, *[1] * (x.dim() - 2))
+        final = outputs.gather(1, last.expand(-1, 1, *outputs.shape[2:]).long()).squeeze(1)  # (B, ..., H)
+        return outputs, final

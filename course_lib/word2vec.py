@@ -17,6 +17,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from . import checks
+from .activations import logistic as sigmoid  # sigma(x), stable for large |x|; ps02 imports it from here
 
 
 def skipgram_pairs(ids, window, rng=None):
@@ -97,14 +98,6 @@ def negative_samples(noise, shape, rng):
     return np.minimum(np.searchsorted(cumulative, draws * cumulative[-1], side="right"),
                       len(noise) - 1).astype(np.int64)
     ### END SOLUTION
-
-
-def sigmoid(x):
-    """The logistic function ``sigma(x) = 1 / (1 + exp(-x))``, without overflow for large ``|x|``.
-
-    Chapter 2. ``x``: array of any shape; returns an array of the same shape in ``[0, 1]``.
-    """
-    return 0.5 * (1.0 + np.tanh(0.5 * np.asarray(x, dtype=np.float64)))
 
 
 def sgns_loss_and_grads(center, context, negatives):

@@ -87,6 +87,72 @@ def procrustes(rng):
         yield (source, source @ rotation.T + rng.normal(size=(n, d)) * rng.uniform(0, 0.5)), {}
 
 
+def rnn_step(rng):
+    for b, d, h in [(1, 1, 1), (3, 4, 5), (8, 2, 6), (2, 10, 3)]:
+        scale = rng.uniform(0.3, 3.0)
+        yield (rng.normal(size=(b, d)) * scale, np.tanh(rng.normal(size=(b, h))), rng.normal(size=(h, d)),
+               rng.normal(size=(h, h)) * scale, rng.normal(size=h)), {}
+
+
+def rnn_backward(rng):
+    from course_lib.rnn import rnn_forward
+
+    for b, t, d, h in [(1, 1, 1, 1), (2, 5, 3, 4), (4, 9, 2, 6), (3, 3, 5, 2)]:
+        xs, h0 = rng.normal(size=(b, t, d)), np.tanh(rng.normal(size=(b, h)))
+        w, u, bias = rng.normal(size=(h, d)) * 0.7, rng.normal(size=(h, h)) * 0.7, rng.normal(size=h)
+        hs = rnn_forward(xs, h0, w, u, bias)  # the forward pass is given, not exercised
+        yield (rng.normal(size=(b, t, h)), xs, hs, h0, w, u), {}
+
+
+def clip_gradients(rng):
+    for case, sizes in enumerate([[(3,)], [(2, 3), (4,)], [(5, 5), (5,), (2, 2, 2)], [(1,), (1,)]]):
+        grads = [rng.normal(size=size) * rng.uniform(0.1, 5) for size in sizes]
+        norm = np.sqrt(sum((g ** 2).sum() for g in grads))
+        max_norm = float(norm * [0.3, 2.0, 0.05, 1.5][case])  # above and below the threshold
+        yield (grads, max_norm), {}
+    yield ([np.zeros((2, 2)), np.zeros(3)], 1.0), {}  # all zero: nothing to clip
+
+
+def perplexity(rng):
+    for shape, v, scale in [((1,), 1, 1.0), ((7,), 5, 1.0), ((3, 4), 9, 3.0), ((2, 3, 2), 4, 0.5), ((5,), 6, 800.0)]:
+        yield (rng.normal(size=(*shape, v)) * scale, rng.integers(0, v, size=shape)), {}
+
+
+def _gate_weights(rng, gates, inputs, hidden):
+    return (rng.normal(size=(gates * hidden, inputs)) * 0.6, rng.normal(size=(gates * hidden, hidden)) * 0.6,
+            rng.normal(size=gates * hidden) * 0.3, rng.normal(size=gates * hidden) * 0.3)
+
+
+def lstm_cell(rng):
+    for b, i, h in [(1, 1, 1), (3, 4, 5), (6, 2, 3), (2, 7, 4)]:
+        state = (np.tanh(rng.normal(size=(b, h))), rng.normal(size=(b, h)))
+        yield (rng.normal(size=(b, i)), state, *_gate_weights(rng, 4, i, h)), {}
+
+
+def gru_cell(rng):
+    for b, i, h in [(1, 1, 1), (3, 4, 5), (6, 2, 3), (2, 7, 4)]:
+        yield (rng.normal(size=(b, i)), np.tanh(rng.normal(size=(b, h))), *_gate_weights(rng, 3, i, h)), {}
+
+
+def bidirectional(rng):
+    from course_lib.testing import CumulativeLayer
+
+    for b, t, extra, i, h in [(1, 1, (), 2, 3), (3, 5, (), 2, 2), (4, 6, (2,), 3, 2), (2, 7, (), 1, 4)]:
+        lengths = rng.integers(1, t + 1, size=b)
+        lengths[0] = t  # one sequence fills the batch
+        x = rng.normal(size=(b, t, *extra, i))
+        yield (x, lengths, CumulativeLayer(rng.normal(size=(i, h))), CumulativeLayer(rng.normal(size=(i, h)))), {}
+
+
+def scalar_mix(rng):
+    for layers, shape in [(1, (2,)), (3, (4, 5)), (2, (2, 3, 6)), (4, (1, 1, 3))]:
+        yield (rng.normal(size=(layers, *shape)), rng.normal(size=layers) * 2, np.array(rng.uniform(0.2, 3))), {}
+    yield (rng.normal(size=(3, 2, 4)), np.array([500.0, 0.0, -500.0]), np.array([1.5])), {}  # softmax must not overflow
+
+
+TORCH = {"cells.lstm_cell", "cells.gru_cell", "recurrent.bidirectional", "elmo.scalar_mix"}
+"""Exercises that take torch tensors: their cases are stored as numpy arrays and converted for the call."""
+
 GENERATORS = {
     "counts.one_hot": one_hot,
     "counts.tfidf": tfidf,
@@ -95,4 +161,12 @@ GENERATORS = {
     "word2vec.skipgram_pairs": skipgram_pairs,
     "word2vec.sgns_loss_and_grads": sgns_loss_and_grads,
     "alignment.procrustes": procrustes,
+    "rnn.rnn_step": rnn_step,
+    "rnn.rnn_backward": rnn_backward,
+    "clipping.clip_gradients": clip_gradients,
+    "perplexity.perplexity": perplexity,
+    "cells.lstm_cell": lstm_cell,
+    "cells.gru_cell": gru_cell,
+    "recurrent.bidirectional": bidirectional,
+    "elmo.scalar_mix": scalar_mix,
 }

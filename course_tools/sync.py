@@ -23,7 +23,7 @@ import numpy as np
 
 from . import ROOT, hidden_cases
 from .exercises import answer_cells, assignments, find_exercises, owners, solution_notebooks
-from course_lib.testing import encode_cases, quiet
+from course_lib.testing import encode_cases, quiet, to_numpy, to_torch
 
 HIDDEN_TEMPLATE = '''\
 # Hidden tests for {name} ({points} points): {n} randomized cases, run when your notebook is graded.
@@ -41,10 +41,19 @@ def hidden_cases_for(key: str) -> list[dict]:
     reference = getattr(importlib.import_module(f"course_lib.{module}"), name)
     rng = np.random.default_rng(zlib.crc32(key.encode()))
     cases = []
+    uses_torch = key in hidden_cases.TORCH
     for args, kwargs in hidden_cases.GENERATORS[key](rng):
+        call_args, call_kwargs = copy.deepcopy(args), copy.deepcopy(kwargs)
+        if uses_torch:  # cases hold numpy arrays; the function gets tensors
+            call_args, call_kwargs = to_torch(call_args), {k: to_torch(v) for k, v in call_kwargs.items()}
         with quiet():
-            expected = reference(*copy.deepcopy(args), **copy.deepcopy(kwargs))
-        cases.append({"args": args, "kwargs": kwargs, "expected": expected})
+            expected = reference(*call_args, **call_kwargs)
+        if uses_torch:
+            expected = to_numpy(expected)
+        case = {"args": args, "kwargs": kwargs, "expected": expected}
+        if uses_torch:
+            case.update(torch=True, rtol=1e-5, atol=1e-7)
+        cases.append(case)
     return cases
 
 

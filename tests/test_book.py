@@ -20,8 +20,9 @@ from conftest import run
 from course_tools import leaks, tool_env
 
 pytestmark = pytest.mark.slow
-PAGES = ["intro", "chapters/ch01_counts", "chapters/ch02_word2vec", "exercises/ps01_counts/ps01_counts",
-         "exercises/ps02_word2vec/ps02_word2vec", "api", "bibliography"]
+PAGES = ["intro", "chapters/ch01_counts", "chapters/ch02_word2vec", "chapters/ch03_rnn", "chapters/ch04_lstm",
+         "exercises/ps01_counts/ps01_counts", "exercises/ps02_word2vec/ps02_word2vec", "exercises/ps03_rnn/ps03_rnn",
+         "exercises/ps04_lstm/ps04_lstm", "api", "bibliography"]
 
 
 def _build(folder):

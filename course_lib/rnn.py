@@ -1,0 +1,375 @@
+"""Chapter 3, recurrent neural networks: the Elman RNN in numpy, forward and backward by hand.
+
+An Elman network (Elman, 1990) reads a sequence ``x_1 ... x_T`` one vector at
+a time and keeps a hidden state that summarizes what it has read:
+
+``h_t = tanh(U h_{t-1} + W x_t + b)``, and, as a language model, scores for the
+next token ``z_t = V h_t + c``.
+
+The code stores a batch of ``B`` sequences as rows, so with ``D`` input
+features and ``H`` hidden units: ``x_t`` is ``(B, D)``, ``h_t`` is ``(B, H)``,
+``W`` is ``(H, D)``, ``U`` is ``(H, H)``, ``b`` is ``(H,)``, and a step is
+``h_t = tanh(x_t W^T + h_{t-1} U^T + b)``. Gradients are propagated back
+through time by hand (Werbos, 1990), and a character-level language model is
+trained with truncated backpropagation through time, gradient clipping and Adam.
+
+Exercises of assignment ps03 here: ``rnn_step`` and ``rnn_backward``. The
+trainer takes them as arguments.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import numpy as np
+
+from . import checks
+from .activations import log_softmax
+from .clipping import clip_gradients
+from .checks import expect_shape
+from .perplexity import flatten_positions
+
+PARAM_NAMES = ("E", "W", "U", "b", "V", "c")
+"""The keys of a language model's parameter dict, in the order the trainer clips and updates them."""
+
+
+def rnn_step(x, h_prev, W, U, b):
+    """One step of an Elman RNN on a batch: ``h_t = tanh(x_t W^T + h_{t-1} U^T + b)``.
+
+    Row ``i`` of the result is ``tanh(W x_i + U h_i + b)`` for example ``i`` of
+    the batch, the column-vector equation of the chapter. Chapter 3, exercise of ps03.
+
+    Args:
+        x: ``(B, D)`` inputs ``x_t``.
+        h_prev: ``(B, H)`` previous hidden states ``h_{t-1}``.
+        W: ``(H, D)`` input-to-hidden weights.
+        U: ``(H, H)`` hidden-to-hidden (recurrent) weights.
+        b: ``(H,)`` bias.
+
+    Returns:
+        ``(B, H)`` float64 array, the new hidden states ``h_t``, in ``(-1, 1)``.
+    """
+    x = expect_shape(x, "x", (None, None), "(B, D)")
+    batch, dim = x.shape
+    W = expect_shape(W, "W", (None, dim), "(H, D)")
+    hidden = len(W)
+    h_prev = expect_shape(h_prev, "h_prev", (batch, hidden), "(B, H)")
+    U = expect_shape(U, "U", (hidden, hidden), "(H, H)")
+    b = expect_shape(b, "b", (hidden,), "(H,)")
+    ### BEGIN SOLUTION
+    return np.tanh(x @ W.T + h_prev @ U.T + b)  # (B, H)
+    ### END SOLUTION
+
+
+def rnn_forward(xs, h0, W, U, b, step_fn: Callable = rnn_step):
+    """Run an Elman RNN over whole sequences: ``h_t = step_fn(x_t, h_{t-1}, W, U, b)`` for ``t = 1 ... T``.
+
+    Chapter 3. ``step_fn`` is called once per time step, so an assignment can
+    run its own :func:`rnn_step`.
+
+    Args:
+        xs: ``(B, T, D)`` input sequences.
+        h0: ``(B, H)`` initial hidden states.
+        W, U, b: ``(H, D)``, ``(H, H)``, ``(H,)`` weights, as in :func:`rnn_step`.
+        step_fn: the step function.
+
+    Returns:
+        ``(B, T, H)`` float64 array: ``hs[:, t]`` is the hidden state after reading ``xs[:, t]``.
+    """
+    xs = expect_shape(xs, "xs", (None, None, None), "(B, T, D)")
+    batch, steps, _dim = xs.shape
+    h0 = expect_shape(h0, "h0", (batch, None), "(B, H)")
+    hs = np.empty((batch, steps, h0.shape[1]))  # (B, T, H)
+    h = h0
+    for t in range(steps):
+        h = step_fn(xs[:, t], h, W, U, b)  # (B, H)
+        hs[:, t] = h
+    return hs
+
+
+def rnn_backward(dhs, xs, hs, h0, W, U):
+    """Backpropagation through time for an Elman RNN: the gradients of a loss ``L`` w.r.t. inputs and weights.
+
+    ``dhs[:, t]`` is the gradient of ``L`` w.r.t. ``h_t`` through the output at
+    step ``t`` only. The total gradient of ``h_t`` adds what flows back from
+    later steps through ``h_{t+1} = tanh(... + h_t U^T ...)``, so the loop runs
+    backwards, ``t = T-1 ... 0``, with ``dh_next = 0`` at first:
+
+    - ``dh_t = dhs[:, t] + dh_next``
+    - ``da_t = dh_t * (1 - h_t^2)``, through the tanh (``tanh' = 1 - tanh^2``)
+    - ``dx_t = da_t W`` and ``dh_next = da_t U``
+    - ``dW = sum_t da_t^T x_t``, ``dU = sum_t da_t^T h_{t-1}`` (``h_{-1} = h0``),
+      ``db = sum_t sum_batch da_t``
+
+    Only ``dh_next`` needs the loop; the weight gradients can be summed after it.
+
+    Truncated backpropagation through time is this function applied to one
+    chunk of a longer sequence: ``h0`` is the last state of the previous chunk,
+    treated as a constant, and the returned ``dh0`` is dropped instead of
+    flowing further back. Chapter 3, exercise of ps03.
+
+    Args:
+        dhs: ``(B, T, H)`` gradients w.r.t. each ``h_t`` through its own output.
+        xs: ``(B, T, D)`` the inputs of the forward pass.
+        hs: ``(B, T, H)`` the hidden states it returned (:func:`rnn_forward`).
+        h0: ``(B, H)`` the initial states.
+        W: ``(H, D)`` input-to-hidden weights.
+        U: ``(H, H)`` recurrent weights.
+
+    Returns:
+        ``(dxs, dh0, dW, dU, db)``, float64 arrays of shapes ``(B, T, D)``,
+        ``(B, H)``, ``(H, D)``, ``(H, H)``, ``(H,)``.
+    """
+    xs = expect_shape(xs, "xs", (None, None, None), "(B, T, D)")
+    batch, steps, dim = xs.shape
+    W = expect_shape(W, "W", (None, dim), "(H, D)")
+    hidden = len(W)
+    U = expect_shape(U, "U", (hidden, hidden), "(H, H)")
+    hs = expect_shape(hs, "hs", (batch, steps, hidden), "(B, T, H)")
+    dhs = expect_shape(dhs, "dhs", (batch, steps, hidden), "(B, T, H)")
+    h0 = expect_shape(h0, "h0", (batch, hidden), "(B, H)")
+    ### BEGIN SOLUTION
+    das = np.empty_like(hs)  # (B, T, H) gradients w.r.t. the pre-activations a_t
+    dh_next = np.zeros_like(h0)  # (B, H) gradient reaching h_t from step t + 1
+    for t in reversed(range(steps)):
+        das[:, t] = (dhs[:, t] + dh_next) * (1.0 - hs[:, t] ** 2)  # (B, H)
+        dh_next = das[:, t] @ U  # (B, H)
+    h_prevs = np.concatenate([h0[:, None], hs[:, :-1]], axis=1)  # (B, T, H) h_{t-1}
+    flat_das = das.reshape(-1, hidden)  # (B*T, H)
+    dW = flat_das.T @ xs.reshape(-1, dim)  # (H, D)
+    dU = flat_das.T @ h_prevs.reshape(-1, hidden)  # (H, H)
+    db = flat_das.sum(axis=0)  # (H,)
+    dxs = das @ W  # (B, T, D)
+    return dxs, dh_next, dW, dU, db
+    ### END SOLUTION
+
+
+def softmax_cross_entropy(logits, targets):
+    """The mean cross-entropy of softmax predictions, and its gradient w.r.t. the scores.
+
+    With ``p_n = softmax(z_n)``: ``L = -(1/N) sum_n log p_n[w_n]`` and
+    ``dL/dz_n = (p_n - onehot(w_n)) / N``. The log-softmax subtracts the
+    largest score first, so no score overflows. Chapter 3.
+
+    Args:
+        logits: ``(N, V)`` unnormalized scores ``z_n``.
+        targets: ``(N,)`` int ids ``w_n`` in ``[0, V)``.
+
+    Returns:
+        ``(loss, dlogits)``: a float and a ``(N, V)`` float64 array.
+    """
+    logits = checks.matrix(logits, "logits", allow_sparse=False)  # (N, V)
+    logits, targets = flatten_positions(logits, targets)  # (N, V), (N,)
+    rows = np.arange(len(targets))
+    log_probs = log_softmax(logits, axis=1)  # (N, V)
+    loss = -log_probs[rows, targets].mean()
+    dlogits = np.exp(log_probs)  # (N, V) p_n
+    dlogits[rows, targets] -= 1.0
+    return float(loss), dlogits / len(targets)
+
+
+def init_lm_params(vocab_size, embed_dim, hidden_size, rng):
+    """Random initial parameters of an RNN language model. Chapter 3.
+
+    - ``E`` ``(V, D)``: embeddings, standard normal, as ``torch.nn.Embedding``;
+    - ``W`` ``(H, D)`` and ``V`` ``(V, H)``: uniform in ``+-1/sqrt(fan_in)``, as
+      ``torch.nn.Linear``, so each unit's input starts with variance about 1/3;
+    - ``U`` ``(H, H)``: a random orthogonal matrix (Saxe et al., 2014). All its
+      singular values are 1, so at first the recurrence neither shrinks nor
+      blows up the state, and gradients can travel back many steps;
+    - ``b`` ``(H,)`` and ``c`` ``(V,)``: zeros.
+
+    Args:
+        vocab_size: ``V``.
+        embed_dim: ``D``.
+        hidden_size: ``H``.
+        rng: a ``numpy.random.Generator``.
+
+    Returns:
+        dict with the keys of :data:`PARAM_NAMES` and float64 arrays of the shapes above.
+    """
+    vocab_size = checks.positive_int(vocab_size, "vocab_size")
+    embed_dim = checks.positive_int(embed_dim, "embed_dim")
+    hidden_size = checks.positive_int(hidden_size, "hidden_size")
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+    q, r = np.linalg.qr(rng.standard_normal((hidden_size, hidden_size)))
+    signs = np.where(np.diag(r) < 0, -1.0, 1.0)  # makes q uniformly distributed over orthogonal matrices
+    return {
+        "E": rng.standard_normal((vocab_size, embed_dim)),
+        "W": rng.uniform(-1.0, 1.0, (hidden_size, embed_dim)) / math.sqrt(embed_dim),
+        "U": q * signs,
+        "b": np.zeros(hidden_size),
+        "V": rng.uniform(-1.0, 1.0, (vocab_size, hidden_size)) / math.sqrt(hidden_size),
+        "c": np.zeros(vocab_size),
+    }
+
+
+def _unpack(params):
+    """The six arrays of a parameter dict, in the order of :data:`PARAM_NAMES`."""
+    missing = [k for k in PARAM_NAMES if k not in params]
+    if missing:
+        raise ValueError(f"params is missing {missing}; expected the keys {list(PARAM_NAMES)} of init_lm_params")
+    return tuple(params[k] for k in PARAM_NAMES)
+
+
+def lm_loss_and_grads(params, inputs, targets, h0=None, step_fn: Callable = rnn_step,
+                      backward_fn: Callable = rnn_backward):
+    """The loss of an RNN language model on a batch of chunks, and its gradients by hand.
+
+    ``x_t = E[w_t]``, ``h_t = tanh(x_t W^T + h_{t-1} U^T + b)``,
+    ``z_t = h_t V^T + c``, and ``L = -(1/(B T)) sum_{i,t} log softmax(z_t)[y_t]``
+    for the inputs ``w`` and the targets ``y`` (usually the inputs shifted by one).
+    Backwards: :func:`softmax_cross_entropy` gives ``dL/dz``, then
+    ``dV = sum dz^T h``, ``dc = sum dz``, ``dL/dh_t = dz_t V`` through the outputs,
+    ``backward_fn`` (:func:`rnn_backward`) carries it through time, and each
+    embedding row ``E[w]`` collects ``dL/dx_t`` of every position where ``w`` was read
+    (``np.add.at``, since a token can occur many times in a batch). Chapter 3.
+
+    Args:
+        params: dict of :func:`init_lm_params`: ``E (V, D)``, ``W (H, D)``, ``U (H, H)``,
+            ``b (H,)``, ``V (V, H)``, ``c (V,)``.
+        inputs: ``(B, T)`` int token ids read.
+        targets: ``(B, T)`` int token ids to predict.
+        h0: ``(B, H)`` initial states (from the previous chunk), or ``None`` for zeros.
+        step_fn, backward_fn: :func:`rnn_step` and :func:`rnn_backward`, or an assignment's own.
+
+    Returns:
+        ``(loss, grads, h_last)``: the mean cross-entropy (a float), a dict of
+        gradients with the keys and shapes of ``params``, and the ``(B, H)`` last
+        hidden states, to start the next chunk from.
+    """
+    E, W, U, b, V, c = _unpack(params)
+    inputs, targets = np.asarray(inputs), np.asarray(targets)
+    if inputs.ndim != 2 or inputs.shape != targets.shape:
+        raise ValueError(f"inputs and targets must both have shape (B, T), got {inputs.shape} and {targets.shape}")
+    checks.token_ids(inputs.ravel(), len(E), "inputs")
+    batch, steps = inputs.shape
+    vocab_size, hidden = len(E), len(W)
+    h0 = np.zeros((batch, hidden)) if h0 is None else expect_shape(h0, "h0", (batch, hidden), "(B, H)")
+    xs = E[inputs]  # (B, T, D)
+    hs = rnn_forward(xs, h0, W, U, b, step_fn)  # (B, T, H)
+    logits = hs @ V.T + c  # (B, T, V)
+    loss, dlogits = softmax_cross_entropy(logits.reshape(-1, vocab_size), targets.reshape(-1))  # (B*T, V)
+    flat_hs = hs.reshape(-1, hidden)  # (B*T, H)
+    dhs = (dlogits @ V).reshape(batch, steps, hidden)  # (B, T, H)
+    dxs, _dh0, dW, dU, db = backward_fn(dhs, xs, hs, h0, W, U)  # h0 is a constant: _dh0 stops here
+    dE = np.zeros_like(E)  # (V, D)
+    np.add.at(dE, inputs, dxs)
+    grads = {"E": dE, "W": dW, "U": dU, "b": db, "V": dlogits.T @ flat_hs, "c": dlogits.sum(axis=0)}
+    return loss, grads, hs[:, -1]
+
+
+def train_rnn_lm_numpy(ids, vocab_size, embed_dim: int = 32, hidden_size: int = 128, seq_len: int = 32,
+                       batch_size: int = 32, steps: int = 1000, lr: float = 3e-3, max_norm: float = 5.0,
+                       seed: int = 0, progress: bool = True, step_fn: Callable = rnn_step,
+                       backward_fn: Callable = rnn_backward, clip_fn: Callable = clip_gradients):
+    """Train an RNN language model on a stream of token ids with truncated BPTT, clipping and Adam.
+
+    The stream is cut into ``B = batch_size`` parallel streams of equal length,
+    stacked as the rows of a ``(B, L)`` array. Each step reads the next chunk of
+    ``T = seq_len`` columns and predicts each next token (the targets are the
+    chunk shifted by one). The hidden state is carried from one chunk to the next
+    but the gradient is not (:func:`rnn_backward` treats ``h0`` as a constant);
+    when the chunks run out, reading wraps around to the first one with the
+    state reset to zeros. Each step:
+
+    1. ``loss, g, h = lm_loss_and_grads(params, chunk, next_chunk, h)``;
+    2. ``g, norm = clip_fn(g, max_norm)`` (global-norm clipping, :func:`clip_gradients`);
+    3. Adam (Kingma and Ba, 2015) with ``beta1 = 0.9``, ``beta2 = 0.999``, ``eps = 1e-8``:
+       ``m = beta1 m + (1 - beta1) g``, ``v = beta2 v + (1 - beta2) g^2``,
+       ``theta -= lr m_hat / (sqrt(v_hat) + eps)`` with the bias corrections
+       ``m_hat = m / (1 - beta1^k)``, ``v_hat = v / (1 - beta2^k)`` at step ``k``.
+
+    Chapter 3. The exercise functions are arguments, so an assignment trains with its own.
+
+    Args:
+        ids: ``(N,)`` int token ids in ``[0, V)``, at least ``batch_size * (seq_len + 1)`` of them.
+        vocab_size: ``V``.
+        embed_dim, hidden_size: ``D`` and ``H``.
+        seq_len: ``T``, the length of a chunk (how far back gradients flow).
+        batch_size: ``B``, the number of parallel streams.
+        steps: the number of updates.
+        lr: Adam's learning rate.
+        max_norm: the clipping threshold on the global gradient norm.
+        seed: seeds the initialization (the only randomness).
+        progress: show a tqdm progress bar.
+        step_fn, backward_fn: passed to :func:`lm_loss_and_grads`.
+        clip_fn: ``clip_fn(list_of_grads, max_norm) -> (clipped_list, norm)``.
+
+    Returns:
+        ``(params, history)``: the trained parameters (see :func:`init_lm_params`) and
+        a dict of ``(steps,)`` float64 arrays, ``"loss"`` (the mean cross-entropy of
+        each step, in nats) and ``"grad_norm"`` (the global gradient norm before clipping).
+    """
+    from threadpoolctl import threadpool_limits
+    from tqdm.auto import tqdm
+
+    vocab_size = checks.positive_int(vocab_size, "vocab_size")
+    ids = checks.token_ids(ids, vocab_size, "ids")
+    seq_len = checks.positive_int(seq_len, "seq_len")
+    batch_size = checks.positive_int(batch_size, "batch_size")
+    steps = checks.positive_int(steps, "steps")
+    stream_len = len(ids) // batch_size
+    n_chunks = (stream_len - 1) // seq_len
+    if n_chunks < 1:
+        raise ValueError(f"ids is too short: {len(ids)} tokens, need at least batch_size * (seq_len + 1) = "
+                         f"{batch_size * (seq_len + 1)}")
+    streams = ids[:batch_size * stream_len].reshape(batch_size, stream_len)  # (B, L)
+    rng = np.random.default_rng(seed)
+    params = init_lm_params(vocab_size, embed_dim, hidden_size, rng)
+    beta1, beta2, eps = 0.9, 0.999, 1e-8
+    m = {k: np.zeros_like(p) for k, p in params.items()}  # first moments
+    v = {k: np.zeros_like(p) for k, p in params.items()}  # second moments
+    losses, norms = np.empty(steps), np.empty(steps)
+    h = None
+    # The matrices are small: one BLAS thread is fastest, and several threads that spin while
+    # waiting slow the loop down by an order of magnitude when the machine is busy.
+    with threadpool_limits(limits=1, user_api="blas"), \
+            tqdm(total=steps, desc="RNN LM (numpy)", disable=not progress, mininterval=1.0, leave=False) as bar:
+        for k in range(steps):
+            chunk = k % n_chunks
+            if chunk == 0:
+                h = None  # back at the beginning of the streams: start from zeros
+            start = chunk * seq_len
+            inputs = streams[:, start:start + seq_len]  # (B, T)
+            targets = streams[:, start + 1:start + seq_len + 1]  # (B, T)
+            losses[k], grads, h = lm_loss_and_grads(params, inputs, targets, h, step_fn, backward_fn)
+            clipped, norms[k] = clip_fn([grads[name] for name in PARAM_NAMES], max_norm)
+            for name, g in zip(PARAM_NAMES, clipped):
+                m[name] = beta1 * m[name] + (1 - beta1) * g
+                v[name] = beta2 * v[name] + (1 - beta2) * g * g
+                m_hat = m[name] / (1 - beta1 ** (k + 1))
+                v_hat = v[name] / (1 - beta2 ** (k + 1))
+                params[name] -= lr * m_hat / (np.sqrt(v_hat) + eps)
+            bar.update(1)
+            bar.set_postfix(loss=f"{losses[k]:.3f}", refresh=False)
+    return params, {"loss": losses, "grad_norm": norms}
+
+
+def lm_next_logits(params, step_fn: Callable = rnn_step):
+    """A trained RNN language model as a step function for :func:`course_lib.sampling.sample`. Chapter 3.
+
+    The returned ``step(token_id, h)`` reads one token,
+    ``h' = step_fn(E[token_id], h, W, U, b)``, and scores the next,
+    ``z = V h' + c``.
+
+    Args:
+        params: dict of :func:`init_lm_params` (``E (V, D)``, ``W (H, D)``, ``U (H, H)``,
+            ``b (H,)``, ``V (V, H)``, ``c (V,)``).
+        step_fn: the RNN step (:func:`rnn_step`).
+
+    Returns:
+        ``step(token_id, h) -> (logits, h')`` with ``h`` and ``h'`` of shape ``(1, H)``
+        (``h = None`` means zeros) and ``logits`` of shape ``(V,)``.
+    """
+    E, W, U, b, V, c = _unpack(params)
+
+    def step(token_id, h):
+        if h is None:
+            h = np.zeros((1, len(W)))  # (1, H)
+        h = step_fn(E[[token_id]], h, W, U, b)  # (1, H)
+        return h[0] @ V.T + c, h  # (V,), (1, H)
+
+    return step
