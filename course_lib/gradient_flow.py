@@ -25,7 +25,9 @@ def gradient_norms_through_time(model: RecurrentLanguageModel, ids: torch.Tensor
     cross-entropy of predicting the final token of each row from the ones
     before it; ``h_t`` is the first layer's hidden state after step ``t``
     (the tensor the next step reads, so the gradient includes every path
-    through later steps). The norm is taken over the whole ``(B, H)`` gradient.
+    through later steps). The norm is taken over the whole ``(B, H)`` gradient,
+    in double precision (in float32 the sum of squares of a gradient of size
+    1e-22 underflows to 0).
 
     Args:
         model: a one-layer :class:`~course_lib.language_model.RecurrentLanguageModel`.
@@ -47,4 +49,4 @@ def gradient_norms_through_time(model: RecurrentLanguageModel, ids: torch.Tensor
     loss = F.cross_entropy(model.readout(outputs[:, -1]), ids[:, -1])  # L_T
     grads = torch.autograd.grad(loss, states)
     model.train(was_training)
-    return np.array([g.norm().item() for g in grads])
+    return np.array([g.double().norm().item() for g in grads])  # float64: norms far below 1e-20 stay exact

@@ -92,13 +92,13 @@ def gradient_norms(norms_by_label: dict, ax=None, title: str = "Gradient of the 
         ax: the ``Axes`` to draw on (a new figure if ``None``).
     """
     ax = _axes(ax, (6.5, 3.8))
-    tiny = np.finfo(np.float32).tiny  # a gradient that underflowed to 0 is drawn at the floor
     for label, norms in norms_by_label.items():
         norms = np.asarray(norms, dtype=np.float64)
         if norms.ndim != 1 or norms.size == 0:
             raise ValueError(f"the norms of {label!r} must be a non-empty 1-D array, got shape {norms.shape}")
         distance = np.arange(len(norms))[::-1]  # entry t is T - 1 - t steps before the loss
-        ax.semilogy(distance, np.maximum(norms, tiny), label=label)
+        shown = np.where(norms > 0, norms, np.nan)  # an exact zero has no logarithm: leave a gap
+        ax.semilogy(distance, shown, label=label)
     ax.set_xlabel("steps back from the prediction, T - t")
     ax.set_ylabel("gradient norm ||dL_T / dh_t||")
     ax.set_title(title)
