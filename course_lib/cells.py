@@ -23,13 +23,13 @@ import torch
 from torch import nn
 
 
-def _check_tensor(value, name: str, shape: tuple) -> None:
+def _check_tensor(value, name: str, shape: tuple, why: str = "") -> None:
     """Raise unless ``value`` is a tensor of ``shape`` (``None`` entries match any size)."""
     if not isinstance(value, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
     if value.dim() != len(shape) or any(s is not None and s != v for s, v in zip(shape, value.shape)):
-        wanted = "(" + ", ".join("?" if s is None else str(s) for s in shape) + ")"
-        raise ValueError(f"{name} must have shape {wanted}, got {tuple(value.shape)}")
+        wanted = "(" + ", ".join("?" if s is None else str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
+        raise ValueError(f"{name} must have shape {wanted}{why}, got {tuple(value.shape)}")
 
 
 def check_cell_args(x, h, weight_ih, weight_hh, bias_ih, bias_hh, gates: int) -> None:
@@ -46,11 +46,12 @@ def check_cell_args(x, h, weight_ih, weight_hh, bias_ih, bias_hh, gates: int) ->
     """
     _check_tensor(x, "x", (None, None))
     _check_tensor(h, "h", (x.shape[0], None))
-    batch, inputs, hidden = x.shape[0], x.shape[1], h.shape[1]
-    _check_tensor(weight_ih, "weight_ih", (gates * hidden, inputs))
-    _check_tensor(weight_hh, "weight_hh", (gates * hidden, hidden))
-    _check_tensor(bias_ih, "bias_ih", (gates * hidden,))
-    _check_tensor(bias_hh, "bias_hh", (gates * hidden,))
+    inputs, hidden = x.shape[1], h.shape[1]
+    sizes = f" ({gates} x H, I) for x of {inputs} features (I) and h of {hidden} (H)"
+    _check_tensor(weight_ih, "weight_ih", (gates * hidden, inputs), sizes)
+    _check_tensor(weight_hh, "weight_hh", (gates * hidden, hidden), f" ({gates} x H, H) for h of {hidden} features")
+    _check_tensor(bias_ih, "bias_ih", (gates * hidden,), f" ({gates} x H,)")
+    _check_tensor(bias_hh, "bias_hh", (gates * hidden,), f" ({gates} x H,)")
 
 
 def rnn_cell(x, h, weight_ih, weight_hh, bias_ih, bias_hh):

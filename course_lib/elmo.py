@@ -203,9 +203,11 @@ def bilm_perplexities(model: BiLanguageModel, ids, seq_len: int = 32) -> tuple[f
     if count == 0:
         raise ValueError(f"need at least seq_len={seq_len} ids")
     windows = torch.as_tensor(ids[:count * seq_len].reshape(count, seq_len), dtype=torch.int64)
+    was_training = model.training
     model.eval()
     losses = np.array([[loss.item() for loss in model.losses(windows[i:i + 64])] for i in range(0, count, 64)])
     sizes = np.array([len(windows[i:i + 64]) for i in range(0, count, 64)])
+    model.train(was_training)
     return tuple(float(np.exp(np.average(losses[:, d], weights=sizes))) for d in (0, 1))
 
 
@@ -219,13 +221,15 @@ def contextual_vectors(model: BiLanguageModel, vocab: Vocabulary, sentences: Seq
     """
     if word not in vocab:
         raise KeyError(f"{word!r} is not in the vocabulary")
+    was_training = model.training
     model.eval()
     vectors = []
     for tokens in sentences:
         if word not in tokens:
             raise ValueError(f"{word!r} does not occur in the sentence {' '.join(tokens)!r}")
-        ids = torch.tensor([[vocab.index.get(t, vocab[unknown]) for t in tokens]])  # (1, T)
+        ids = torch.tensor([[vocab.index[t] if t in vocab else vocab[unknown] for t in tokens]])  # (1, T)
         vectors.append(model.layers(ids)[:, 0, list(tokens).index(word)])  # (L + 1, 2H)
+    model.train(was_training)
     return torch.stack(vectors)
 
 
@@ -254,7 +258,7 @@ def fit_scalar_mix(layers: torch.Tensor, labels, num_classes: int, steps: int = 
     torch.manual_seed(seed)
     mix, classifier = ScalarMix(layers.shape[0], mix_fn), nn.Linear(layers.shape[2], num_classes)
     optimizer = torch.optim.Adam(list(mix.parameters()) + list(classifier.parameters()), lr=lr)
-    layers = layers.detach()
+    layers = layers.detach().to(mix.weights.dtype)
     losses = []
     for _ in range(checks.positive_int(steps, "steps")):
         loss = F.cross_entropy(classifier(mix(layers)), labels)

@@ -148,7 +148,7 @@ def train_language_model(model: nn.Module, ids, steps: int, seq_len: int = 64, b
         seq_len, batch_size: ``T`` and ``B``.
         lr, max_norm, weight_decay: Adam's step size, the clipping norm (``None``: no clipping), L2.
         valid_ids: ``(M,)`` ids to measure perplexity on every ``eval_every`` steps, or ``None``.
-        seed: seeds dropout and initial shuffling.
+        seed: seeds torch's global generator, which dropout draws from.
         progress: show a tqdm bar.
 
     Returns:
@@ -156,6 +156,9 @@ def train_language_model(model: nn.Module, ids, steps: int, seq_len: int = 64, b
         as numpy arrays.
     """
     steps = checks.positive_int(steps, "steps")
+    eval_every = checks.positive_int(eval_every, "eval_every")
+    if max_norm is not None and not max_norm > 0:
+        raise ValueError(f"max_norm must be positive, or None for no clipping; got {max_norm!r}")
     torch.manual_seed(seed)
     data = batchify(ids, batch_size)  # (B, M)
     if data.shape[1] <= seq_len:
@@ -240,10 +243,12 @@ def generate(model: nn.Module, vocab: Vocabulary, prompt: Sequence[str], length:
     ids = [vocab[token] for token in prompt]
     if not ids:
         raise ValueError("prompt must hold at least one token")
+    was_training = model.training
     model.eval()
     state = None
     step = next_token_fn(model)
     for token in ids[:-1]:  # read the prompt
         _, state = step(token, state)
     sampled = sample(step, ids[-1], length, np.random.default_rng(seed), temperature, state)
+    model.train(was_training)
     return joiner.join(list(prompt) + vocab.decode(sampled))

@@ -96,7 +96,7 @@ class Recurrent(nn.Module):
             if masked:  # sequences that have ended keep their last state and output zeros
                 alive = (lengths > t).unsqueeze(1)  # (B, 1)
                 state = _select(alive, new, state)
-                outputs.append(hidden(new) * alive)  # (B, H)
+                outputs.append(hidden(state) * alive)  # (B, H), read from the tensor the next step reads
             else:
                 state = new
                 outputs.append(hidden(new))  # (B, H)
@@ -233,9 +233,13 @@ class RecurrentNetwork(nn.Module):
         expected = {"rnn": nn.RNN, "lstm": nn.LSTM, "gru": nn.GRU}[self.mode]
         if not isinstance(module, expected):
             raise TypeError(f"a {self.mode} network copies a torch.nn.{expected.__name__}, got {type(module).__name__}")
-        if (module.num_layers, module.hidden_size, 2 if module.bidirectional else 1) != \
-                (self.num_layers, self.hidden_size, self.directions) or not module.bias:
-            raise ValueError("the PyTorch module must have the same layers, hidden size, directions and biases")
+        ours = (self.layers[0][0].cell.input_size, self.hidden_size, self.num_layers, self.directions)
+        theirs = (module.input_size, module.hidden_size, module.num_layers, 2 if module.bidirectional else 1)
+        if theirs != ours:
+            raise ValueError(f"the input size, hidden size, number of layers or directions differ: {ours} here, "
+                             f"{theirs} in the PyTorch module")
+        if not module.bias or getattr(module, "proj_size", 0):
+            raise ValueError("the PyTorch module must have biases and no projection (proj_size=0)")
         with torch.no_grad():
             for number, directions in enumerate(self.layers):
                 for direction, layer in enumerate(directions):
