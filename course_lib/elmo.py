@@ -81,22 +81,27 @@ class ScalarMix(nn.Module):
 class DirectionStack(nn.Module):
     """``L`` one-direction LSTM layers whose outputs are all kept: ``(B, T, L, H)``. Chapter 4.
 
-    Called as ``stack(x, lengths)`` like a layer, so that
+    With ``residual``, every layer above the first adds its input to its output,
+    ``h_{j+1} = LSTM_{j+1}(h_j) + h_j``, as ELMo does between its layers: the
+    signal then reaches the top of the stack at full size from the first step of
+    training. Called as ``stack(x, lengths)`` like a layer, so that
     :func:`~course_lib.recurrent.bidirectional` can run it both ways.
     """
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int, dropout: float,
-                 cell_fn: Callable | None = None):
+                 cell_fn: Callable | None = None, residual: bool = True):
         super().__init__()
         self.layers = nn.ModuleList(Recurrent(LSTMCell(input_size if i == 0 else hidden_size, hidden_size, cell_fn))
                                     for i in range(num_layers))
         self.dropout = nn.Dropout(dropout)
+        self.residual = residual
 
     def forward(self, x: torch.Tensor, lengths=None):
         """``x`` ``(B, T, I)`` to ``(outputs (B, T, L, H), [final state of each layer])``."""
         outputs, finals = [], []
         for number, layer in enumerate(self.layers):
-            x, final = layer(self.dropout(x) if number else x, lengths)  # (B, T, H)
+            out, final = layer(self.dropout(x) if number else x, lengths)  # (B, T, H), zero past each length
+            x = out + x if self.residual and number else out
             outputs.append(x)
             finals.append(final)
         return torch.stack(outputs, dim=2), finals
@@ -117,15 +122,17 @@ class BiLanguageModel(nn.Module):
         dropout: dropout on the embeddings, between layers and before the softmax.
         cell_fn: the LSTM cell function (default: the reference ``lstm_cell``).
         bidirectional_fn: the function that runs the two stacks (default: the reference ``bidirectional``).
+        residual: add each layer's input to its output above the first layer (ELMo's residual connection).
     """
 
     def __init__(self, vocab_size: int, hidden_size: int, num_layers: int = 2, dropout: float = 0.1,
-                 cell_fn: Callable | None = None, bidirectional_fn: Callable = bidirectional):
+                 cell_fn: Callable | None = None, bidirectional_fn: Callable = bidirectional,
+                 residual: bool = True):
         super().__init__()
         self.hidden_size = hidden_size
         self.embedding = nn.Embedding(vocab_size, hidden_size)
-        self.forward_stack = DirectionStack(hidden_size, hidden_size, num_layers, dropout, cell_fn)
-        self.backward_stack = DirectionStack(hidden_size, hidden_size, num_layers, dropout, cell_fn)
+        self.forward_stack = DirectionStack(hidden_size, hidden_size, num_layers, dropout, cell_fn, residual)
+        self.backward_stack = DirectionStack(hidden_size, hidden_size, num_layers, dropout, cell_fn, residual)
         self.readout = nn.Linear(hidden_size, vocab_size)  # the softmax, shared by both directions
         self.dropout = nn.Dropout(dropout)
         self.bidirectional_fn = bidirectional_fn
