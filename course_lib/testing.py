@@ -14,6 +14,7 @@ import base64
 import contextlib
 import copy
 import pickle
+import types
 import warnings
 import zlib
 
@@ -124,6 +125,41 @@ def assert_close(actual, expected, what: str, hint: str = "", rtol: float = 1e-6
         raise AssertionError(f"{what} should be a number, got {type(actual).__name__}.{suffix}") from None
     if not np.isclose(a, float(e), rtol=rtol, atol=atol):
         raise AssertionError(f"{what} is {a:.6g}, expected {float(e):.6g}.{suffix}")
+
+
+def _names_used(code: types.CodeType) -> set[str]:
+    """Global and attribute names a code object uses, including those of nested functions and lambdas."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _names_used(const)
+    return names
+
+
+def assert_own_code(fn, forbidden, what: str, hint: str = "") -> None:
+    """Fail if ``fn`` refers to any of the ``forbidden`` names (e.g. ``torch.lstm_cell``). Chapter 3 on.
+
+    An exercise asks for the computation, not for a call to a library that does
+    it: a function that returns ``torch.lstm_cell(...)`` passes every numerical
+    test. The check reads the names in the function's compiled code (globals
+    and attributes, also in nested functions), so local variable names are free.
+
+    Args:
+        fn: the student's function.
+        forbidden: names that must not appear, e.g. ``{"lstm_cell", "LSTMCell"}``.
+        what: the function's name for the message.
+        hint: what to do instead.
+
+    Raises:
+        AssertionError: naming the forbidden names found.
+    """
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        raise AssertionError(f"{what} must be a function defined in this notebook.")
+    used = sorted(_names_used(code) & set(forbidden))
+    if used:
+        raise AssertionError(f"{what} uses {', '.join(used)}: write the computation yourself "
+                             f"instead of calling a library that does it.{' ' + hint if hint else ''}")
 
 
 def encode_cases(cases: list[dict]) -> str:

@@ -306,3 +306,27 @@ def test_similarity_heatmap_title_and_no_annotation():
 def test_similarity_heatmap_rejects_mismatched_shapes(sims, labels):
     with pytest.raises(ValueError):
         plotting.similarity_heatmap(sims, labels)
+
+
+def test_assert_own_code_refuses_a_library_call_and_accepts_own_code():
+    import torch
+
+    from course_lib import testing
+
+    def borrowed(x, state, w_ih, w_hh, b_ih, b_hh):
+        return torch.lstm_cell(x, state, w_ih, w_hh, b_ih, b_hh)
+
+    def hidden_in_a_lambda(x):
+        return (lambda y: torch.nn.LSTMCell(3, 4)(y))(x)
+
+    def own(x, lstm=None):  # a local variable named like a forbidden one is fine
+        lstm = torch.sigmoid(x)
+        return lstm
+
+    with pytest.raises(AssertionError, match="lstm_cell uses lstm_cell: write the computation yourself"):
+        testing.assert_own_code(borrowed, {"lstm_cell", "LSTMCell"}, "lstm_cell")
+    with pytest.raises(AssertionError, match="uses LSTMCell"):
+        testing.assert_own_code(hidden_in_a_lambda, {"lstm_cell", "LSTMCell"}, "lstm_cell")
+    testing.assert_own_code(own, {"lstm_cell", "LSTMCell", "lstm"}, "own")
+    with pytest.raises(AssertionError, match="must be a function"):
+        testing.assert_own_code(len, {"x"}, "len")
