@@ -15,6 +15,7 @@ One module per concept, each backing a chapter of the book:
 - :mod:`course_lib.language_model`, :mod:`course_lib.gradient_flow`: chapters 3 and 4, training and measuring them.
 - :mod:`course_lib.elmo`: chapter 4, contextual embeddings from a bidirectional language model.
 - :mod:`course_lib.checks`: the argument checks every function starts with.
+- :mod:`course_lib.progress`: the progress bars of the training loops.
 - :mod:`course_lib.plotting`: the figures the chapters draw.
 - :mod:`course_lib.testing`: the checks the assignments' test cells call.
 

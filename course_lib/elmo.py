@@ -25,7 +25,8 @@ from torch.nn import functional as F
 from . import checks
 from .cells import LSTMCell
 from .corpus import Vocabulary
-from .language_model import _progress, optimizer_step
+from .language_model import optimizer_step
+from .progress import progress_bar
 from .recurrent import Recurrent, bidirectional
 
 
@@ -191,7 +192,7 @@ def train_bilm(model: BiLanguageModel, ids, steps: int, seq_len: int = 32, batch
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     history = {"forward_loss": [], "backward_loss": [], "grad_norm": []}
     model.train()
-    with _progress(steps, "training the biLM", progress) as bar:
+    with progress_bar(steps, "training the biLM", progress) as bar:
         for _ in range(checks.positive_int(steps, "steps")):
             forward_loss, backward_loss = model.losses(_windows(ids, seq_len, batch_size, rng))
             history["grad_norm"].append(optimizer_step(model, optimizer, (forward_loss + backward_loss) / 2,

@@ -21,6 +21,7 @@ from torch.nn import functional as F
 
 from . import checks
 from .corpus import Vocabulary
+from .progress import progress_bar
 from .recurrent import RecurrentNetwork
 from .sampling import sample
 
@@ -110,12 +111,6 @@ def detach_state(state):
     return state.detach()
 
 
-def _progress(total: int, desc: str, enabled: bool):
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, disable=not enabled, mininterval=1.0, leave=False)
-
-
 def optimizer_step(model: nn.Module, optimizer, loss: torch.Tensor, max_norm: float | None) -> float:
     """Backpropagate ``loss``, clip the gradients' global norm to ``max_norm``, step. Chapters 3 and 4.
 
@@ -166,7 +161,7 @@ def train_language_model(model: nn.Module, ids, steps: int, seq_len: int = 64, b
     optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     history = {"loss": [], "grad_norm": [], "valid_step": [], "valid_perplexity": []}
     state, position = None, 0
-    with _progress(steps, "training", progress) as bar:
+    with progress_bar(steps, "training", progress) as bar:
         for step in range(1, steps + 1):
             if position + seq_len + 1 > data.shape[1]:
                 state, position = None, 0  # wrap around: start the rows again from a zero state

@@ -250,7 +250,12 @@ class RecurrentNetwork(nn.Module):
 
     @classmethod
     def from_torch(cls, module: nn.RNNBase, cell_fn: Callable | None = None) -> "RecurrentNetwork":
-        """A network with the sizes and weights of ``module`` (``torch.nn.RNN``, ``LSTM`` or ``GRU``)."""
+        """A network with the sizes and weights of ``module`` (``torch.nn.RNN``, ``LSTM`` or ``GRU``).
+
+        Only weights are copied: the network is batch-first whatever
+        ``module.batch_first`` says, so compare it with a module built with
+        ``batch_first=True`` (or transpose that module's inputs and outputs).
+        """
         mode = {nn.LSTM: "lstm", nn.GRU: "gru", nn.RNN: "rnn"}.get(type(module))
         if mode is None:
             raise TypeError(f"expected torch.nn.RNN, LSTM or GRU, got {type(module).__name__}")

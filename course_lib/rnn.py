@@ -29,6 +29,7 @@ from .activations import log_softmax
 from .clipping import clip_gradients
 from .checks import expect_shape
 from .perplexity import flatten_positions
+from .progress import progress_bar
 
 PARAM_NAMES = ("E", "W", "U", "b", "V", "c")
 """The keys of a language model's parameter dict, in the order the trainer clips and updates them."""
@@ -304,7 +305,6 @@ def train_rnn_lm_numpy(ids, vocab_size, embed_dim: int = 32, hidden_size: int = 
         each step, in nats) and ``"grad_norm"`` (the global gradient norm before clipping).
     """
     from threadpoolctl import threadpool_limits
-    from tqdm.auto import tqdm
 
     vocab_size = checks.positive_int(vocab_size, "vocab_size")
     ids = checks.token_ids(ids, vocab_size, "ids")
@@ -327,7 +327,7 @@ def train_rnn_lm_numpy(ids, vocab_size, embed_dim: int = 32, hidden_size: int = 
     # The matrices are small: one BLAS thread is fastest, and several threads that spin while
     # waiting slow the loop down by an order of magnitude when the machine is busy.
     with threadpool_limits(limits=1, user_api="blas"), \
-            tqdm(total=steps, desc="RNN LM (numpy)", disable=not progress, mininterval=1.0, leave=False) as bar:
+            progress_bar(steps, "RNN LM (numpy)", progress) as bar:
         for k in range(steps):
             chunk = k % n_chunks
             if chunk == 0:

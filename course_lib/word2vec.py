@@ -17,6 +17,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from . import checks
+from .progress import progress_bar
 from .activations import logistic as sigmoid  # sigma(x), stable for large |x|; ps02 imports it from here
 
 
@@ -190,13 +191,6 @@ def _epoch_pairs(documents, window, keep, rng, pair_fn):
     return np.concatenate(centers), np.concatenate(contexts)
 
 
-def _progress(total, desc, enabled):
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, unit="pair", unit_scale=True, disable=not enabled,
-                mininterval=1.0, leave=False)
-
-
 def train_sgns_numpy(documents: Sequence, counts, dim: int = 50, window: int = 5, negatives: int = 5,
                      epochs: int = 3, lr: float = 0.05, batch_size: int = 1024, sample: float = 1e-3,
                      seed: int = 0, pair_fn: Callable = skipgram_pairs,
@@ -231,7 +225,7 @@ def train_sgns_numpy(documents: Sequence, counts, dim: int = 50, window: int = 5
         centers, contexts = _epoch_pairs(documents, window, keep, rng, pair_fn)
         order = rng.permutation(len(centers))
         n_batches = math.ceil(len(order) / batch_size)
-        with _progress(len(order), f"epoch {epoch + 1}/{epochs}", progress) as bar:
+        with progress_bar(len(order), f"epoch {epoch + 1}/{epochs}", progress, unit="pair") as bar:
             for b in range(n_batches):
                 batch = order[b * batch_size:(b + 1) * batch_size]
                 done = (epoch * n_batches + b) / (epochs * n_batches)
@@ -309,7 +303,7 @@ def train_sgns(documents: Sequence, counts, dim: int = 100, window: int = 5, neg
             n_batches = math.ceil(n / batch_size)
             all_noise = torch.multinomial(noise, n_batches * shared_negatives, replacement=True,
                                           generator=generator).view(n_batches, shared_negatives)
-            with _progress(n, f"epoch {epoch + 1}/{epochs}", progress) as bar:
+            with progress_bar(n, f"epoch {epoch + 1}/{epochs}", progress, unit="pair") as bar:
                 for b in range(n_batches):
                     start, stop = b * batch_size, min((b + 1) * batch_size, n)
                     step = lr * max(1 - (epoch * n + start) / (epochs * n), 1e-3)
