@@ -25,7 +25,7 @@ from torch.nn import functional as F
 from . import checks
 from .cells import LSTMCell
 from .corpus import Vocabulary
-from .language_model import optimizer_step
+from .language_model import check_token_batch, eval_mode, optimizer_step
 from .progress import progress_bar
 from .recurrent import Recurrent, bidirectional
 
@@ -140,9 +140,7 @@ class BiLanguageModel(nn.Module):
 
     def layers(self, ids: torch.Tensor, lengths=None) -> torch.Tensor:
         """All layer representations of ``ids`` ``(B, T)``: ``(L + 1, B, T, 2H)``."""
-        if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.dtype != torch.int64:
-            raise ValueError(f"ids must be a (B, T) int64 tensor, got {getattr(ids, 'shape', type(ids).__name__)}")
-        embedded = self.embedding(ids)  # (B, T, H)
+        embedded = self.embedding(check_token_batch(ids))  # (B, T, H)
         stacks, _ = self.bidirectional_fn(self.dropout(embedded), lengths, self.forward_stack,
                                           self.backward_stack)  # (B, T, L, 2H)
         token = torch.cat([embedded, embedded], dim=-1).unsqueeze(2)  # (B, T, 1, 2H)
@@ -211,11 +209,10 @@ def bilm_perplexities(model: BiLanguageModel, ids, seq_len: int = 32) -> tuple[f
     if count == 0:
         raise ValueError(f"need at least seq_len={seq_len} ids")
     windows = torch.as_tensor(ids[:count * seq_len].reshape(count, seq_len), dtype=torch.int64)
-    was_training = model.training
-    model.eval()
-    losses = np.array([[loss.item() for loss in model.losses(windows[i:i + 64])] for i in range(0, count, 64)])
-    sizes = np.array([len(windows[i:i + 64]) for i in range(0, count, 64)])
-    model.train(was_training)
+    batches = [windows[i:i + 64] for i in range(0, count, 64)]
+    with eval_mode(model):
+        losses = np.array([[loss.item() for loss in model.losses(batch)] for batch in batches])  # (batches, 2)
+    sizes = np.array([len(batch) for batch in batches])
     return tuple(float(np.exp(np.average(losses[:, d], weights=sizes))) for d in (0, 1))
 
 
@@ -229,15 +226,13 @@ def contextual_vectors(model: BiLanguageModel, vocab: Vocabulary, sentences: Seq
     """
     if word not in vocab:
         raise KeyError(f"{word!r} is not in the vocabulary")
-    was_training = model.training
-    model.eval()
     vectors = []
-    for tokens in sentences:
-        if word not in tokens:
-            raise ValueError(f"{word!r} does not occur in the sentence {' '.join(tokens)!r}")
-        ids = torch.tensor([[vocab.index[t] if t in vocab else vocab[unknown] for t in tokens]])  # (1, T)
-        vectors.append(model.layers(ids)[:, 0, list(tokens).index(word)])  # (L + 1, 2H)
-    model.train(was_training)
+    with eval_mode(model):
+        for tokens in sentences:
+            if word not in tokens:
+                raise ValueError(f"{word!r} does not occur in the sentence {' '.join(tokens)!r}")
+            ids = torch.tensor([[vocab.index[t] if t in vocab else vocab[unknown] for t in tokens]])  # (1, T)
+            vectors.append(model.layers(ids)[:, 0, list(tokens).index(word)])  # (L + 1, 2H)
     return torch.stack(vectors)
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from .language_model import RecurrentLanguageModel
+from .language_model import RecurrentLanguageModel, eval_mode
 
 
 def gradient_norms_through_time(model: RecurrentLanguageModel, ids: torch.Tensor) -> np.ndarray:
@@ -41,12 +41,10 @@ def gradient_norms_through_time(model: RecurrentLanguageModel, ids: torch.Tensor
         raise ValueError("the measurement needs a one-layer, one-direction RecurrentLanguageModel")
     if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.shape[1] < 2 or ids.dtype != torch.int64:
         raise ValueError(f"ids must be a (B, T + 1) int64 tensor with T >= 1, got {getattr(ids, 'shape', ids)}")
-    was_training = model.training
-    model.eval()  # no dropout: measure the network itself
     layer = model.network.layers[0][0]
-    embedded = model.embedding(ids[:, :-1])  # (B, T, E)
-    outputs, _, states = layer.run(embedded)  # (B, T, H), T states of (B, H)
-    loss = F.cross_entropy(model.readout(outputs[:, -1]), ids[:, -1])  # L_T
-    grads = torch.autograd.grad(loss, states)
-    model.train(was_training)
+    with eval_mode(model):  # no dropout: measure the network itself
+        embedded = model.embedding(ids[:, :-1])  # (B, T, E)
+        outputs, _, states = layer.run(embedded)  # (B, T, H), T states of (B, H)
+        loss = F.cross_entropy(model.readout(outputs[:, -1]), ids[:, -1])  # L_T
+        grads = torch.autograd.grad(loss, states)
     return np.array([g.double().norm().item() for g in grads])  # float64: norms far below 1e-20 stay exact

@@ -11,6 +11,7 @@ stop at chunk boundaries. Perplexity is ``exp`` of the mean cross-entropy.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Callable, Sequence
 
@@ -71,6 +72,24 @@ def batchify(ids, batch_size: int) -> torch.Tensor:
     return torch.as_tensor(ids[:width * batch_size].reshape(batch_size, width), dtype=torch.int64)
 
 
+def check_token_batch(ids) -> torch.Tensor:
+    """Raise unless ``ids`` is a ``(B, T)`` int64 tensor of token ids; return it. Chapters 3 and 4."""
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.dtype != torch.int64:
+        raise ValueError(f"ids must be a (B, T) int64 tensor, got {getattr(ids, 'shape', type(ids).__name__)}")
+    return ids
+
+
+@contextlib.contextmanager
+def eval_mode(model: nn.Module):
+    """Run the block with ``model`` in evaluation mode (no dropout), then restore its mode. Chapters 3 and 4."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)
+
+
 class RecurrentLanguageModel(nn.Module):
     """Embedding, recurrent network, linear read-out: ``p(x_{t+1} | x_<=t) = softmax(V h_t + c)``. Chapter 3.
 
@@ -95,9 +114,7 @@ class RecurrentLanguageModel(nn.Module):
 
     def forward(self, ids: torch.Tensor, state=None):
         """``ids`` ``(B, T)`` and an optional carried state give ``(logits (B, T, V), final state)``."""
-        if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.dtype != torch.int64:
-            raise ValueError(f"ids must be a (B, T) int64 tensor, got {getattr(ids, 'shape', type(ids).__name__)}")
-        embedded = self.dropout(self.embedding(ids))  # (B, T, E)
+        embedded = self.dropout(self.embedding(check_token_batch(ids)))  # (B, T, E)
         outputs, state = self.network(embedded, state=state)  # (B, T, H)
         return self.readout(self.dropout(outputs)), state  # (B, T, V)
 
@@ -192,18 +209,16 @@ def evaluate_perplexity(model: nn.Module, ids, seq_len: int = 64, batch_size: in
         model: as in :func:`train_language_model`.
         ids: ``(N,)`` ids.
     """
-    was_training = model.training
-    model.eval()
     data = batchify(ids, batch_size)  # (B, M)
     total, count, state = 0.0, 0, None
-    for position in range(0, data.shape[1] - 1, seq_len):
-        inputs = data[:, position:position + seq_len]
-        targets = data[:, position + 1:position + seq_len + 1]
-        inputs = inputs[:, :targets.shape[1]]
-        logits, state = model(inputs, state)
-        total += F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="sum").item()
-        count += targets.numel()
-    model.train(was_training)
+    with eval_mode(model):
+        for position in range(0, data.shape[1] - 1, seq_len):
+            targets = data[:, position + 1:position + seq_len + 1]  # (B, T'), T' <= T at the end
+            inputs = data[:, position:position + targets.shape[1]]  # (B, T')
+            logits, state = model(inputs, state)
+            total += F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
+                                     reduction="sum").item()
+            count += targets.numel()
     return math.exp(total / count)
 
 
@@ -238,12 +253,10 @@ def generate(model: nn.Module, vocab: Vocabulary, prompt: Sequence[str], length:
     ids = [vocab[token] for token in prompt]
     if not ids:
         raise ValueError("prompt must hold at least one token")
-    was_training = model.training
-    model.eval()
     state = None
     step = next_token_fn(model)
-    for token in ids[:-1]:  # read the prompt
-        _, state = step(token, state)
-    sampled = sample(step, ids[-1], length, np.random.default_rng(seed), temperature, state)
-    model.train(was_training)
+    with eval_mode(model):
+        for token in ids[:-1]:  # read the prompt
+            _, state = step(token, state)
+        sampled = sample(step, ids[-1], length, np.random.default_rng(seed), temperature, state)
     return joiner.join(list(prompt) + vocab.decode(sampled))

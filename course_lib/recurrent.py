@@ -96,11 +96,10 @@ class Recurrent(nn.Module):
             if masked:  # sequences that have ended keep their last state and output zeros
                 alive = (lengths > t).unsqueeze(1)  # (B, 1)
                 state = _select(alive, new, state)
-                outputs.append(hidden(state) * alive)  # (B, H), read from the tensor the next step reads
             else:
                 state = new
-                outputs.append(hidden(new))  # (B, H)
-            states.append(hidden(state))
+            states.append(hidden(state))  # (B, H), the tensor the next step reads
+            outputs.append(states[-1] * alive if masked else states[-1])  # (B, H)
         return torch.stack(outputs, dim=1), state, states  # (B, T, H)
 
     def forward(self, x: torch.Tensor, lengths=None, state=None):

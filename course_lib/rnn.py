@@ -160,8 +160,9 @@ def softmax_cross_entropy(logits, targets):
     Returns:
         ``(loss, dlogits)``: a float and a ``(N, V)`` float64 array.
     """
-    logits = checks.matrix(logits, "logits", allow_sparse=False)  # (N, V)
-    logits, targets = flatten_positions(logits, targets)  # (N, V), (N,)
+    if np.ndim(logits) != 2:
+        raise ValueError(f"logits must be a 2-D matrix (N, V), got shape {np.shape(logits)}")
+    logits, targets = flatten_positions(logits, targets)  # (N, V), (N,), checked
     rows = np.arange(len(targets))
     log_probs = log_softmax(logits, axis=1)  # (N, V)
     loss = -log_probs[rows, targets].mean()

@@ -44,20 +44,24 @@ def _as_plain(x):
 
 
 def to_numpy(x):
-    """Torch tensors (also inside tuples and lists) become numpy arrays. Every assignment."""
+    """Torch tensors (also inside tuples, lists and dict values) become numpy arrays. Every assignment."""
+    if isinstance(x, dict):
+        return {key: to_numpy(value) for key, value in x.items()}
     if isinstance(x, (tuple, list)):
         return type(x)(to_numpy(item) for item in x)
     return _as_plain(x)
 
 
 def to_torch(x):
-    """Numpy arrays (also inside tuples and lists) become torch tensors of the same dtype. Chapter 3 on.
+    """Numpy arrays (also inside tuples, lists and dict values) become torch tensors of the same dtype. Chapter 3 on.
 
     Hidden test cases of PyTorch exercises are stored as numpy arrays and
     converted by this function just before the call.
     """
     import torch
 
+    if isinstance(x, dict):
+        return {key: to_torch(value) for key, value in x.items()}
     if isinstance(x, (tuple, list)):
         return type(x)(to_torch(item) for item in x)
     if isinstance(x, np.ndarray):
@@ -208,7 +212,7 @@ def check_cases(fn, encoded: str, name: str | None = None) -> None:
         args, kwargs = copy.deepcopy(case["args"]), copy.deepcopy(case.get("kwargs", {}))
         call = f"{name}({_describe_args(args, kwargs)})"
         if case.get("torch"):
-            args, kwargs = to_torch(args), {key: to_torch(value) for key, value in kwargs.items()}
+            args, kwargs = to_torch(args), to_torch(kwargs)
         with quiet():
             try:
                 actual = fn(*args, **kwargs)

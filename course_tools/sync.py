@@ -45,7 +45,7 @@ def hidden_cases_for(key: str) -> list[dict]:
     for args, kwargs in hidden_cases.GENERATORS[key](rng):
         call_args, call_kwargs = copy.deepcopy(args), copy.deepcopy(kwargs)
         if uses_torch:  # cases hold numpy arrays; the function gets tensors
-            call_args, call_kwargs = to_torch(call_args), {k: to_torch(v) for k, v in call_kwargs.items()}
+            call_args, call_kwargs = to_torch(call_args), to_torch(call_kwargs)
         with quiet():
             expected = reference(*call_args, **call_kwargs)
         if uses_torch:
