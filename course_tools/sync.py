@@ -9,21 +9,37 @@ In ``solutions/<assignment>/*.ipynb``:
   outputs on them, embedded as text.
 
 ``sync(check=True)`` changes nothing and returns what is out of date.
+
+Hidden cases are compared by what defines them, not byte for byte: the same
+structure, types, shapes and dtypes, integers and strings equal, and floating-point
+values equal within ``RTOL``/``ATOL``. BLAS and oneDNN round differently on
+different CPUs, so recomputing a case on another machine changes its last bits;
+that is not drift, and the embedded cases are then left as they are. A changed
+generator, reference answer or case count is drift.
 """
 
 from __future__ import annotations
 
 import copy
 import importlib
+import re
 import zlib
 from pathlib import Path
 
 import nbformat
 import numpy as np
+import scipy.sparse as sp
 
 from . import ROOT, hidden_cases
 from .exercises import answer_cells, assignments, find_exercises, owners, solution_notebooks
-from course_lib.testing import encode_cases, quiet, to_numpy, to_torch
+from course_lib.testing import decode_cases, encode_cases, quiet, to_numpy, to_torch
+
+RTOL, ATOL = 1e-9, 1e-12
+"""How far a recomputed floating-point value may be from the embedded one and still be the same case.
+
+Rounding differences between CPUs are around 1e-15; any change to a generator or a
+reference answer that matters moves values by far more than 1e-9.
+"""
 
 HIDDEN_TEMPLATE = '''\
 # Hidden tests for {name} ({points} points): {n} randomized cases, run when your notebook is graded.
@@ -57,10 +73,69 @@ def hidden_cases_for(key: str) -> list[dict]:
     return cases
 
 
-def hidden_cell_source(key: str, points) -> str:
-    cases = hidden_cases_for(key)
-    return HIDDEN_TEMPLATE.format(name=key.split(".")[1], points=points, n=len(cases),
+def hidden_cell_source(key: str, points, cases: list[dict] | None = None) -> str:
+    cases = hidden_cases_for(key) if cases is None else cases
+    return HIDDEN_TEMPLATE.format(name=key.split(".")[-1], points=points, n=len(cases),
                                   blob=encode_cases(cases))
+
+
+_BLOB = re.compile(r'"""\n(.*?)\n"""', re.S)
+
+
+def case_difference(old, new, where: str = "cases") -> str | None:
+    """Where two decoded hidden cases (or any nested values in them) differ; ``None`` if they are the same.
+
+    Containers must have the same type and keys or length; arrays the same shape and
+    dtype; integers, booleans, strings and ``None`` must be equal; floating-point
+    numbers and arrays equal within ``RTOL``/``ATOL`` (NaN equals NaN). Other
+    objects are compared by type and attributes.
+    """
+    if type(old) is not type(new):
+        return f"{where}: {type(old).__name__} became {type(new).__name__}"
+    if isinstance(old, dict):
+        if list(old) != list(new):
+            return f"{where}: keys {list(old)} became {list(new)}"
+        return next((d for k in old if (d := case_difference(old[k], new[k], f"{where}[{k!r}]"))), None)
+    if isinstance(old, (list, tuple)):
+        if len(old) != len(new):
+            return f"{where}: length {len(old)} became {len(new)}"
+        return next((d for i, (a, b) in enumerate(zip(old, new))
+                     if (d := case_difference(a, b, f"{where}[{i}]"))), None)
+    if sp.issparse(old):
+        if old.shape != new.shape or old.format != new.format:
+            return f"{where}: sparse {old.format} {old.shape} became {new.format} {new.shape}"
+        return case_difference(old.toarray(), new.toarray(), where)
+    if isinstance(old, (np.ndarray, np.generic)):
+        if old.shape != new.shape or old.dtype != new.dtype:
+            return f"{where}: {old.dtype} {old.shape} became {new.dtype} {new.shape}"
+        if np.issubdtype(old.dtype, np.inexact):
+            close = np.isclose(old, new, rtol=RTOL, atol=ATOL, equal_nan=True)
+            return None if np.all(close) else f"{where}: values differ (largest change {np.max(np.abs(old - new)):.3g})"
+        return None if np.array_equal(old, new) else f"{where}: values differ"
+    if isinstance(old, float):
+        return None if np.isclose(old, new, rtol=RTOL, atol=ATOL, equal_nan=True) else f"{where}: {old!r} became {new!r}"
+    if isinstance(old, (int, str, bytes, bool, type(None), complex)):
+        return None if old == new else f"{where}: {old!r} became {new!r}"
+    if isinstance(old, np.random.Generator):  # compared by the state it will draw from
+        return case_difference(old.bit_generator.state, new.bit_generator.state, f"{where}.state")
+    if hasattr(old, "__dict__"):
+        return case_difference(vars(old), vars(new), f"{where}.{type(old).__name__}")
+    return None if old == new else f"{where}: {old!r} became {new!r}"
+
+
+def hidden_cell_is_current(source: str, key: str, points, cases: list[dict]) -> str | None:
+    """``None`` if the hidden cell ``source`` holds ``cases`` (up to rounding); else what differs."""
+    match = _BLOB.search(source)
+    if match is None:
+        return "the cell has no embedded cases"
+    expected = hidden_cell_source(key, points, cases)
+    if _BLOB.sub('"""\n\n"""', source) != _BLOB.sub('"""\n\n"""', expected):
+        return "the text around the cases changed"
+    try:
+        embedded = decode_cases(match.group(1))
+    except Exception as error:  # corrupt text in the cell
+        return f"the embedded cases cannot be decoded ({type(error).__name__})"
+    return case_difference(embedded, cases)
 
 
 def sync_notebook(path: Path, exercises, check: bool) -> list[str]:
@@ -80,10 +155,12 @@ def sync_notebook(path: Path, exercises, check: bool) -> list[str]:
             continue
         if key not in hidden_cases.GENERATORS:
             raise ValueError(f"{path}: no hidden-case generator for {key} in course_tools/hidden_cases.py")
-        source = hidden_cell_source(key, cell.metadata.get("nbgrader", {}).get("points", "?"))
-        if cell.source != source:
-            changes.append(f"{path.relative_to(ROOT)}: hidden tests of {key} are out of date")
-            cell.source = source
+        points = cell.metadata.get("nbgrader", {}).get("points", "?")
+        cases = hidden_cases_for(key)
+        difference = hidden_cell_is_current(cell.source, key, points, cases)
+        if difference:
+            changes.append(f"{path.relative_to(ROOT)}: hidden tests of {key} are out of date ({difference})")
+            cell.source = hidden_cell_source(key, points, cases)
     if changes and not check:
         nbformat.write(nb, path)
     return changes

@@ -5,10 +5,13 @@ Each test fails on one kind of drift or leak, and says which command mends it.
 
 from __future__ import annotations
 
+import copy
+import importlib
 import subprocess
 import sys
 
 import nbformat
+import numpy as np
 import pytest
 
 from course_tools import edition, exercises, leaks, release, sync
@@ -19,6 +22,69 @@ pytestmark = pytest.mark.slow
 def test_answer_cells_and_hidden_cases_match_course_lib():
     changes = sync.sync(check=True)
     assert not changes, "run `python3 tasks.py sync`:\n" + "\n".join(changes)
+
+
+def _hidden_cell(root, key):
+    """The solution notebook, cell and points of the hidden tests of ``key``."""
+    for assignment in exercises.assignments(root):
+        for path in exercises.solution_notebooks(assignment, root):
+            nb = nbformat.read(path, as_version=4)
+            for cell in nb.cells:
+                if cell.metadata.get("course_lib_cases") == key:
+                    return path, nb, cell, cell.metadata["nbgrader"]["points"]
+    raise LookupError(key)
+
+
+def _perturbed(value, rng):
+    """``value`` with every float moved by a few units in the last place, as another CPU's BLAS would."""
+    if isinstance(value, dict):
+        return {k: _perturbed(v, rng) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_perturbed(v, rng) for v in value)
+    if isinstance(value, np.ndarray) and np.issubdtype(value.dtype, np.floating):
+        return value * (1 + rng.uniform(-4, 4, size=value.shape) * np.finfo(value.dtype).eps)
+    if hasattr(value, "__dict__") and not isinstance(value, type):
+        clone = copy.copy(value)
+        clone.__dict__.update(_perturbed(vars(value), rng))
+        return clone
+    return value
+
+
+@pytest.mark.parametrize("key", ["alignment.procrustes", "cells.lstm_cell", "recurrent.bidirectional"])
+def test_hidden_cases_recomputed_on_another_cpu_are_not_drift(root, key):
+    """Cases whose last bits differ (as BLAS and oneDNN give on another machine) are the same cases."""
+    _path, _nb, cell, points = _hidden_cell(root, key)
+    fresh = sync.hidden_cases_for(key)
+    other_cpu = _perturbed(fresh, np.random.default_rng(0))
+    assert sync.case_difference(fresh, other_cpu) is None
+    assert sync.hidden_cell_is_current(sync.hidden_cell_source(key, points, other_cpu), key, points, fresh) is None
+    assert sync.hidden_cell_is_current(cell.source, key, points, other_cpu) is None
+
+
+def test_a_changed_reference_answer_is_drift(root, monkeypatch):
+    """A real change to a reference answer (here 1e-6 relative) must still be caught by `sync --check`."""
+    key = "counts.cosine_similarity"
+    module = importlib.import_module("course_lib." + key.rsplit(".", 1)[0])
+    original = getattr(module, key.rsplit(".", 1)[1])
+    monkeypatch.setattr(module, key.rsplit(".", 1)[1], lambda *a, **k: original(*a, **k) * (1 + 1e-6))
+    path, nb, _cell, _points = _hidden_cell(root, key)
+    changes = sync.sync_notebook(path, exercises.find_exercises(), check=True)
+    assert [c for c in changes if f"hidden tests of {key} are out of date" in c and "values differ" in c], changes
+
+
+def test_a_changed_generator_or_case_text_is_drift(root, monkeypatch):
+    key = "counts.one_hot"
+    _path, _nb, cell, points = _hidden_cell(root, key)
+    fresh = sync.hidden_cases_for(key)
+    assert sync.hidden_cell_is_current(cell.source, key, points, fresh) is None
+    assert sync.hidden_cell_is_current(cell.source, key, points, fresh[:-1])  # a case removed
+    assert "length" in sync.case_difference(fresh, fresh[:-1])
+    shifted = copy.deepcopy(fresh)
+    shifted[0]["args"] = (shifted[0]["args"][0] + 1, *shifted[0]["args"][1:])
+    assert "values differ" in sync.hidden_cell_is_current(cell.source, key, points, shifted)
+    assert "text around" in sync.hidden_cell_is_current(cell.source.replace("points", "pts"), key, points, fresh)
+    corrupt = sync._BLOB.sub('"""\nnot-base64\n"""', cell.source)
+    assert "cannot be decoded" in sync.hidden_cell_is_current(corrupt, key, points, fresh)
 
 
 def test_every_exercise_belongs_to_exactly_one_assignment():
