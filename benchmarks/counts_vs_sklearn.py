@@ -16,7 +16,8 @@ from sklearn.decomposition import TruncatedSVD
 from sklearn.feature_extraction.text import TfidfTransformer
 from sklearn.metrics.pairwise import cosine_similarity as sk_cosine
 
-from course_lib import corpus, counts
+from course_lib.text import corpus, vocabulary
+from course_lib.vectors import counts
 
 
 def best_of(fn, repeat=5):
@@ -34,7 +35,7 @@ def row(name, ours, theirs, diff):
 
 def main():
     documents = corpus.english_documents()
-    vocab = corpus.Vocabulary.build(documents, min_count=5)
+    vocab = vocabulary.Vocabulary.build(documents, min_count=5)
     ids = [vocab.encode(doc) for doc in documents]
     doc_term = counts.bag_of_words(ids, len(vocab))
     cooc = counts.cooccurrence_matrix(ids, len(vocab), window=4)

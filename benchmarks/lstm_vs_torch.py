@@ -29,7 +29,7 @@ import warnings
 
 import torch
 
-from course_lib.recurrent import RecurrentNetwork
+from course_lib.recurrent.layers import RecurrentNetwork
 
 BATCH, STEPS, HIDDEN = 32, 64, 256
 TARGET = 2.0

@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/word2vec_vs_gensim.py [--repeats 2]
 
 Both train skip-gram with negative sampling on all of the course's English text
-(``course_lib.corpus.english_documents``, about 530 000 tokens) with the same
+(``course_lib.text.corpus.english_documents``, about 530 000 tokens) with the same
 hyperparameters: 100 dimensions, window 5 (dynamic), 5 noise words, 5 epochs,
 subsampling 1e-3, min_count 5, initial learning rate 0.025, 2 threads. Throughput
 is corpus words times epochs over the wall time of training (best of the repeats;
@@ -19,7 +19,8 @@ import time
 
 import numpy as np
 
-from course_lib import corpus, evaluation, word2vec
+from course_lib.text import corpus, vocabulary
+from course_lib.vectors import evaluation, word2vec
 
 SETTINGS = dict(dim=100, window=5, negatives=5, epochs=5, sample=1e-3, lr=0.025, threads=2, min_count=5)
 
@@ -37,7 +38,7 @@ def train_gensim(documents, seed):
 
 def train_ours(documents, seed):
     s = SETTINGS
-    vocab = corpus.Vocabulary.build(documents, min_count=s["min_count"])
+    vocab = vocabulary.Vocabulary.build(documents, min_count=s["min_count"])
     ids = [vocab.encode(d) for d in documents]
     vectors = word2vec.train_sgns(ids, vocab.counts, dim=s["dim"], window=s["window"], negatives=s["negatives"],
                                   epochs=s["epochs"], sample=s["sample"], lr=s["lr"], threads=s["threads"],

@@ -10,7 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
-from . import checks
+from course_lib import checks
 
 
 def _axes(ax, figsize):
@@ -88,7 +88,7 @@ def gradient_norms(norms_by_label: dict, ax=None, title: str = "Gradient of the 
 
     Args:
         norms_by_label: ``{label: (T,) norms}`` as returned by
-            :func:`course_lib.gradient_flow.gradient_norms_through_time`.
+            :func:`course_lib.recurrent.gradient_flow.gradient_norms_through_time`.
         ax: the ``Axes`` to draw on (a new figure if ``None``).
     """
     ax = _axes(ax, (6.5, 3.8))

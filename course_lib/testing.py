@@ -226,7 +226,7 @@ def check_cases(fn, encoded: str, name: str | None = None) -> None:
 
 
 class CumulativeLayer:
-    """A tiny recurrent layer for testing :func:`course_lib.recurrent.bidirectional`: ``h_t = h_{t-1} + x_t M``.
+    """A tiny recurrent layer for testing :func:`course_lib.recurrent.layers.bidirectional`: ``h_t = h_{t-1} + x_t M``.
 
     Called as ``layer(x, lengths)`` with ``x`` a ``(B, T, ..., I)`` torch tensor,
     it returns ``(outputs, final)``: outputs ``(B, T, ..., H)`` are zero past

@@ -28,8 +28,8 @@ description = "Student edition {number} of course_lib (exercises of the first {n
 requires-python = ">=3.11"
 dependencies = {dependencies}
 
-[tool.setuptools]
-packages = ["course_lib"]
+[tool.setuptools.packages.find]
+include = ["course_lib", "course_lib.*"]
 """
 
 

@@ -1,9 +1,11 @@
 """Find the exercise functions in course_lib and the assignments they belong to.
 
-An exercise function is a top-level function of a course_lib module whose body
-contains nbgrader's markers ``### BEGIN SOLUTION`` / ``### END SOLUTION``. It
-belongs to the assignment whose solution notebook has an answer cell (nbgrader
-``solution`` cell) tagged with metadata ``course_lib: "<module>.<function>"``.
+An exercise function is a top-level function of a course_lib module (at any depth
+of its subpackages) whose body contains nbgrader's markers ``### BEGIN SOLUTION`` /
+``### END SOLUTION``. Its key is its dotted path below ``course_lib``, e.g.
+``"vectors.counts.tfidf"``. It belongs to the assignment whose solution notebook
+has an answer cell (nbgrader ``solution`` cell) tagged with metadata
+``course_lib: "<key>"``.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ STUB = "# YOUR CODE HERE\nraise NotImplementedError()"  # nbgrader's own stub fo
 
 @dataclass(frozen=True)
 class Exercise:
-    module: str  # e.g. "counts"
+    module: str  # dotted path below course_lib, e.g. "vectors.counts"
     name: str  # e.g. "tfidf"
     path: Path  # the module's file
     start: int  # first line of the function (1-based, decorators included)
@@ -62,7 +64,7 @@ def find_exercises(lib_dir: Path | None = None) -> dict[str, Exercise]:
     """
     lib_dir = lib_dir or library_dir()
     found = {}
-    for path in sorted(lib_dir.glob("*.py")):
+    for path in sorted(lib_dir.rglob("*.py")):
         text = path.read_text(encoding="utf-8")
         if BEGIN not in text:
             continue
@@ -84,13 +86,14 @@ def find_exercises(lib_dir: Path | None = None) -> dict[str, Exercise]:
             if n_begin == 0:
                 continue
             if n_begin != 1 or n_end != 1:
-                raise ValueError(f"{path.name}: {node.name} must have exactly one {BEGIN} and one {END}")
-            ex = Exercise(path.stem, node.name, path, start, end)
+                raise ValueError(f"{path.relative_to(lib_dir)}: {node.name} must have exactly one {BEGIN} and one {END}")
+            module = ".".join(path.relative_to(lib_dir).with_suffix("").parts)
+            ex = Exercise(module, node.name, path, start, end)
             found[ex.key] = ex
             covered.update(range(start, end + 1))
         for number, line in enumerate(text.splitlines(), start=1):
             if line.strip() in (BEGIN, END) and number not in covered:
-                raise ValueError(f"{path.name}:{number}: solution marker outside a top-level function")
+                raise ValueError(f"{path.relative_to(lib_dir)}:{number}: solution marker outside a top-level function")
     return found
 
 

@@ -95,7 +95,7 @@ def rnn_step(rng):
 
 
 def rnn_backward(rng):
-    from course_lib.rnn import rnn_forward
+    from course_lib.recurrent.elman import rnn_forward
 
     for b, t, d, h in [(1, 1, 1, 1), (2, 5, 3, 4), (4, 9, 2, 6), (3, 3, 5, 2)]:
         xs, h0 = rng.normal(size=(b, t, d)), np.tanh(rng.normal(size=(b, h)))
@@ -150,23 +150,23 @@ def scalar_mix(rng):
     yield (rng.normal(size=(3, 2, 4)), np.array([500.0, 0.0, -500.0]), np.array([1.5])), {}  # softmax must not overflow
 
 
-TORCH = {"cells.lstm_cell", "cells.gru_cell", "recurrent.bidirectional", "elmo.scalar_mix"}
+TORCH = {"recurrent.cells.lstm_cell", "recurrent.cells.gru_cell", "recurrent.layers.bidirectional", "recurrent.elmo.scalar_mix"}
 """Exercises that take torch tensors: their cases are stored as numpy arrays and converted for the call."""
 
 GENERATORS = {
-    "counts.one_hot": one_hot,
-    "counts.tfidf": tfidf,
-    "counts.ppmi": ppmi,
-    "counts.cosine_similarity": cosine_similarity,
-    "word2vec.skipgram_pairs": skipgram_pairs,
-    "word2vec.sgns_loss_and_grads": sgns_loss_and_grads,
-    "alignment.procrustes": procrustes,
-    "rnn.rnn_step": rnn_step,
-    "rnn.rnn_backward": rnn_backward,
-    "clipping.clip_gradients": clip_gradients,
-    "perplexity.perplexity": perplexity,
-    "cells.lstm_cell": lstm_cell,
-    "cells.gru_cell": gru_cell,
-    "recurrent.bidirectional": bidirectional,
-    "elmo.scalar_mix": scalar_mix,
+    "vectors.counts.one_hot": one_hot,
+    "vectors.counts.tfidf": tfidf,
+    "vectors.counts.ppmi": ppmi,
+    "vectors.counts.cosine_similarity": cosine_similarity,
+    "vectors.word2vec.skipgram_pairs": skipgram_pairs,
+    "vectors.word2vec.sgns_loss_and_grads": sgns_loss_and_grads,
+    "vectors.alignment.procrustes": procrustes,
+    "recurrent.elman.rnn_step": rnn_step,
+    "recurrent.elman.rnn_backward": rnn_backward,
+    "recurrent.clipping.clip_gradients": clip_gradients,
+    "recurrent.perplexity.perplexity": perplexity,
+    "recurrent.cells.lstm_cell": lstm_cell,
+    "recurrent.cells.gru_cell": gru_cell,
+    "recurrent.layers.bidirectional": bidirectional,
+    "recurrent.elmo.scalar_mix": scalar_mix,
 }

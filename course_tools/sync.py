@@ -52,10 +52,15 @@ check_cases({name}, """
 
 
 def hidden_cases_for(key: str) -> list[dict]:
-    """Run the generator of ``key`` (seeded from its name) and the reference on its inputs."""
-    module, name = key.split(".")
+    """Run the generator of ``key`` and the reference on its inputs.
+
+    The generator is seeded from ``"<module file>.<function>"`` (``"counts.tfidf"`` for
+    ``"vectors.counts.tfidf"``), so moving a module between parts keeps its cases.
+    """
+    module, name = key.rsplit(".", 1)
     reference = getattr(importlib.import_module(f"course_lib.{module}"), name)
-    rng = np.random.default_rng(zlib.crc32(key.encode()))
+    seed_name = f"{module.rsplit('.', 1)[-1]}.{name}"
+    rng = np.random.default_rng(zlib.crc32(seed_name.encode()))
     cases = []
     uses_torch = key in hidden_cases.TORCH
     for args, kwargs in hidden_cases.GENERATORS[key](rng):
@@ -174,5 +179,5 @@ def sync(check: bool = False, root: Path = ROOT) -> list[str]:
         for path in solution_notebooks(assignment, root):
             changes += sync_notebook(path, exercises, check)
     for key in sorted(set(exercises) - set(owners(root))):
-        changes.append(f"course_lib/{key.split('.')[0]}.py: exercise {key} has no answer cell in any assignment")
+        changes.append(f"course_lib/{key.rsplit('.', 1)[0].replace('.', '/')}.py: exercise {key} has no answer cell in any assignment")
     return changes

@@ -1,4 +1,4 @@
-"""course_lib.corpus: tokenizing, the shipped English text, vocabularies."""
+"""course_lib.text.corpus: tokenizing, the shipped English text, vocabularies."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from course_lib import corpus
-from course_lib.corpus import Vocabulary, tokenize
+from course_lib.text import corpus
+from course_lib.text.tokenizers import tokenize
+from course_lib.text.vocabulary import Vocabulary
 
 # ---------------------------------------------------------------- tokenize
 

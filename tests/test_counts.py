@@ -1,4 +1,4 @@
-"""course_lib.counts against independent references.
+"""course_lib.vectors.counts against independent references.
 
 scikit-learn (TF-IDF, cosine similarity, truncated SVD), numpy.linalg.svd, and
 naive pure-Python or dense-numpy versions written here from the docstrings'
@@ -17,10 +17,9 @@ from sklearn.decomposition import TruncatedSVD
 from sklearn.feature_extraction.text import TfidfTransformer
 from sklearn.metrics.pairwise import cosine_similarity as sk_cosine_similarity
 
-from course_lib import corpus
-from course_lib.counts import (bag_of_words, cooccurrence_matrix, cosine_similarity,
-                               nearest_neighbours, neighbour_table, one_hot, ppmi, tfidf,
-                               truncated_svd, word_vectors)
+from course_lib.text import corpus, tokenizers, vocabulary
+from course_lib.vectors.counts import (bag_of_words, cooccurrence_matrix, cosine_similarity, nearest_neighbours,
+                                      neighbour_table, one_hot, ppmi, tfidf, truncated_svd, word_vectors)
 
 SPARSE_FORMATS = {
     "dense": np.asarray,
@@ -556,8 +555,8 @@ def test_nearest_neighbours_rejects_bad_queries():
 
 @pytest.fixture(scope="module")
 def lee_slice():
-    docs = [corpus.tokenize(text) for text in corpus.lee_documents()[:50]]
-    vocab = corpus.Vocabulary.build(docs, min_count=2)
+    docs = [tokenizers.tokenize(text) for text in corpus.lee_documents()[:50]]
+    vocab = vocabulary.Vocabulary.build(docs, min_count=2)
     return vocab, [vocab.encode(doc) for doc in docs]
 
 
@@ -591,7 +590,7 @@ def test_word_vectors_passes_weighting_window_and_alpha_through(lee_slice):
 
 
 def test_neighbour_table_layout_and_cells():
-    vocab = corpus.Vocabulary(["a", "b", "c", "d"], np.array([4, 3, 2, 1]))
+    vocab = vocabulary.Vocabulary(["a", "b", "c", "d"], np.array([4, 3, 2, 1]))
     vectors = np.array([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0], [-1.0, 0.0]])
     table = neighbour_table(vocab, vectors, ["a", "c"], k=2)
     assert isinstance(table, pd.DataFrame)
@@ -613,6 +612,6 @@ def test_neighbour_table_on_real_vectors(lee_slice):
 
 
 def test_neighbour_table_unknown_word():
-    vocab = corpus.Vocabulary(["a", "b", "c"], np.array([3, 2, 1]))
+    vocab = vocabulary.Vocabulary(["a", "b", "c"], np.array([3, 2, 1]))
     with pytest.raises(KeyError, match="zebra"):
         neighbour_table(vocab, np.eye(3), ["zebra"], k=1)

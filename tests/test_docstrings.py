@@ -17,7 +17,7 @@ PUBLIC = [(module, name, obj) for module in MODULES for name, obj in vars(module
 
 
 def test_modules_are_found():
-    assert {"course_lib.counts", "course_lib.corpus"} <= {m.__name__ for m in MODULES}
+    assert {"course_lib.vectors.counts", "course_lib.text.corpus"} <= {m.__name__ for m in MODULES}
 
 
 @pytest.mark.parametrize("module,name,obj", PUBLIC, ids=[f"{m.__name__}.{n}" for m, n, _ in PUBLIC])
@@ -26,5 +26,5 @@ def test_public_function_has_a_docstring_naming_its_chapter(module, name, obj):
     assert len(doc) > 40, f"{module.__name__}.{name} needs a docstring"
     assert any(word in doc for word in ("Chapter", "chapter", "assignment", "All chapters")), \
         f"{module.__name__}.{name}: say which chapter (or assignment) it belongs to"
-    if module.__name__ == "course_lib.counts":
+    if module.__name__ == "course_lib.vectors.counts":
         assert "Returns" in doc and "``(" in doc, f"{name}: give the shapes of what it takes and returns"

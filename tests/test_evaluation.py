@@ -1,4 +1,4 @@
-"""course_lib.evaluation on word vectors built so that the right score is known.
+"""course_lib.vectors.evaluation on word vectors built so that the right score is known.
 
 The benchmark files are read here independently (gensim's test data). Vectors
 are constructed to be perfect (cosine equal to the human rating / 10, analogy
@@ -14,8 +14,8 @@ import pytest
 from gensim.models import KeyedVectors
 from gensim.test.utils import datapath
 
-from course_lib import evaluation
-from course_lib.evaluation import analogy_accuracy, evaluate, keyed_vectors, word_similarity
+from course_lib.vectors import evaluation
+from course_lib.vectors.evaluation import analogy_accuracy, evaluate, keyed_vectors, word_similarity
 
 BENCHMARK_FILES = {"wordsim353": "wordsim353.tsv", "simlex999": "simlex999.txt"}
 

@@ -1,4 +1,4 @@
-"""course_lib.gradcheck and course_lib.alignment against independent references.
+"""course_lib.vectors.gradcheck and course_lib.vectors.alignment against independent references.
 
 Gradients derived by hand here for a few functions, and scipy's
 ``orthogonal_procrustes`` for the Procrustes rotation.
@@ -11,8 +11,8 @@ import pytest
 from scipy.linalg import orthogonal_procrustes
 from scipy.stats import ortho_group
 
-from course_lib.alignment import procrustes, retrieval_accuracy
-from course_lib.gradcheck import check_gradient, numerical_gradient, relative_error
+from course_lib.vectors.alignment import procrustes, retrieval_accuracy
+from course_lib.vectors.gradcheck import check_gradient, numerical_gradient, relative_error
 
 # ---------------------------------------------------------------- numerical_gradient
 

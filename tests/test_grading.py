@@ -72,7 +72,7 @@ def course(tmp_path_factory, root):
         _cell(nb, "hidden_one_hot").source = "pass"
     _submit(course, "edited_tests", {k: v for k, v in answers.items() if k != "one_hot"}, edit_tests)
     _submit(course, "imports_answer", dict(answers, cosine_similarity=(
-        "from course_lib.counts import cosine_similarity  # the instructor's answer?")))
+        "from course_lib.vectors.counts import cosine_similarity  # the instructor's answer?")))
     broken = course / "submitted" / "broken_json" / ASSIGNMENT
     broken.mkdir(parents=True)
     (broken / NOTEBOOK).write_text('{"cells": [{"cell_type": "code", "source": "x = 1"', encoding="utf-8")

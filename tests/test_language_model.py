@@ -1,4 +1,4 @@
-"""course_lib.language_model, gradient_flow, elmo and plotting.gradient_norms on tiny models.
+"""course_lib.recurrent.language_model, gradient_flow, elmo and plotting.gradient_norms on tiny models.
 
 References: ``torch.nn.functional.cross_entropy`` over the whole stream for the
 perplexity (carrying the state through a chunked loop must change nothing), a
@@ -18,16 +18,19 @@ import torch
 from test_recurrent import one_thread  # noqa: F401  (the autouse fixture: tiny models run on one thread)
 from torch.nn import functional as F
 
-from course_lib import corpus, elmo, plotting
-from course_lib.gradient_flow import gradient_norms_through_time
-from course_lib.language_model import (RecurrentLanguageModel, batchify, evaluate_perplexity, generate,
-                                       optimizer_step, stream_ids, train_language_model, with_specials)
+from course_lib import plotting
+from course_lib.recurrent import elmo
+from course_lib.text import corpus, vocabulary
+from course_lib.recurrent.gradient_flow import gradient_norms_through_time
+from course_lib.recurrent.language_model import (RecurrentLanguageModel, batchify, evaluate_perplexity, generate,
+                                                optimizer_step, train_language_model)
+from course_lib.text.vocabulary import stream_ids, with_specials
 
 SPECIALS = ("<unk>", "<eos>")
 
 
-def tiny_vocab(*words: str) -> corpus.Vocabulary:
-    return corpus.Vocabulary(list(words), np.ones(len(words), dtype=np.int64))
+def tiny_vocab(*words: str) -> vocabulary.Vocabulary:
+    return vocabulary.Vocabulary(list(words), np.ones(len(words), dtype=np.int64))
 
 
 # ---------------------------------------------------------------- batchify, stream_ids, with_specials
@@ -71,7 +74,7 @@ def test_stream_ids_needs_the_unknown_token():
 
 
 def test_with_specials_appends_new_tokens_with_zero_counts():
-    vocab = corpus.Vocabulary(["the", "<eos>", "cat"], np.array([5, 3, 2]))
+    vocab = vocabulary.Vocabulary(["the", "<eos>", "cat"], np.array([5, 3, 2]))
     extended = with_specials(vocab, "<unk>", "<eos>", "<pad>")
     assert extended.words == ["the", "<eos>", "cat", "<unk>", "<pad>"]
     assert extended.counts.tolist() == [5, 3, 2, 0, 0]
@@ -108,7 +111,7 @@ def test_uniform_model_has_perplexity_vocab_size():
 def characters():
     """The first 60 Lee articles as characters for training, the next 6 for validation."""
     documents = corpus.lee_documents()
-    vocab = with_specials(corpus.Vocabulary.build([list(d) for d in documents[:60]]), *SPECIALS)
+    vocab = with_specials(vocabulary.Vocabulary.build([list(d) for d in documents[:60]]), *SPECIALS)
     return vocab, stream_ids(documents[:60], vocab), stream_ids(documents[60:66], vocab)
 
 
@@ -363,7 +366,7 @@ def test_bilm_ignores_tokens_past_each_length():
 def words():
     """The first 80 documents of the course's English text, a 300-word vocabulary and <unk>, <eos>."""
     documents = corpus.english_documents()[:80]
-    vocab = with_specials(corpus.Vocabulary.build(documents, max_size=300), *SPECIALS)
+    vocab = with_specials(vocabulary.Vocabulary.build(documents, max_size=300), *SPECIALS)
     return vocab, stream_ids(documents, vocab)
 
 

@@ -1,4 +1,4 @@
-"""course_lib.cells and course_lib.recurrent against torch.nn, holding the same weights.
+"""course_lib.recurrent.cells and course_lib.recurrent.layers against torch.nn, holding the same weights.
 
 ``torch.nn.RNNCell/LSTMCell/GRUCell`` for one step and ``torch.nn.RNN/LSTM/GRU``
 (batch first, stacked, bidirectional, packed variable-length sequences, initial
@@ -16,8 +16,8 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from course_lib import cells
-from course_lib.recurrent import Recurrent, RecurrentNetwork, bidirectional
+from course_lib.recurrent import cells
+from course_lib.recurrent.layers import Recurrent, RecurrentNetwork, bidirectional
 
 MODES = ["rnn", "lstm", "gru"]
 TORCH_CELLS = {"rnn": nn.RNNCell, "lstm": nn.LSTMCell, "gru": nn.GRUCell}

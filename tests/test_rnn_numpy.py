@@ -4,7 +4,7 @@
 for backpropagation through time and for the whole language model's gradients,
 ``torch.nn.functional.cross_entropy`` for the loss and perplexity,
 ``torch.nn.utils.clip_grad_norm_`` for clipping, finite differences from
-course_lib.gradcheck, and, for the trainer, a character-level language model
+course_lib.vectors.gradcheck, and, for the trainer, a character-level language model
 that must learn something from the course's real English text.
 """
 
@@ -17,12 +17,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_lib import activations, corpus, gradcheck, word2vec
-from course_lib.clipping import clip_gradients, global_norm
-from course_lib.perplexity import bits_per_token, perplexity
-from course_lib.rnn import (PARAM_NAMES, init_lm_params, lm_loss_and_grads, lm_next_logits, rnn_backward,
-                            rnn_forward, rnn_step, softmax_cross_entropy, train_rnn_lm_numpy)
-from course_lib.sampling import sample
+from course_lib import activations
+from course_lib.text import corpus, vocabulary
+from course_lib.vectors import gradcheck, word2vec
+from course_lib.recurrent.clipping import clip_gradients, global_norm
+from course_lib.recurrent.perplexity import bits_per_token, perplexity
+from course_lib.recurrent.elman import rnn_backward, rnn_forward, rnn_step
+from course_lib.recurrent.elman_lm import (PARAM_NAMES, init_lm_params, lm_loss_and_grads, lm_next_logits,
+                                          softmax_cross_entropy, train_rnn_lm_numpy)
+from course_lib.recurrent.sampling import sample
 
 SHAPES = [(1, 1, 1, 1), (1, 5, 3, 4), (4, 1, 3, 2), (3, 7, 5, 6), (8, 12, 4, 16)]  # (B, T, D, H)
 SHAPE_IDS = [f"B{b}-T{t}-D{d}-H{h}" for b, t, d, h in SHAPES]
@@ -286,7 +289,7 @@ def test_log_softmax_matches_torch(scale):
 @pytest.fixture(scope="module")
 def lee_chars():
     text = "\n".join(corpus.lee_documents())[:200_000]
-    vocab = corpus.Vocabulary.build([list(text)], min_count=5)
+    vocab = vocabulary.Vocabulary.build([list(text)], min_count=5)
     return vocab.encode(list(text)), len(vocab)
 
 

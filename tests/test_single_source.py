@@ -50,7 +50,7 @@ def _perturbed(value, rng):
     return value
 
 
-@pytest.mark.parametrize("key", ["alignment.procrustes", "cells.lstm_cell", "recurrent.bidirectional"])
+@pytest.mark.parametrize("key", ["vectors.alignment.procrustes", "recurrent.cells.lstm_cell", "recurrent.layers.bidirectional"])
 def test_hidden_cases_recomputed_on_another_cpu_are_not_drift(root, key):
     """Cases whose last bits differ (as BLAS and oneDNN give on another machine) are the same cases."""
     _path, _nb, cell, points = _hidden_cell(root, key)
@@ -63,7 +63,7 @@ def test_hidden_cases_recomputed_on_another_cpu_are_not_drift(root, key):
 
 def test_a_changed_reference_answer_is_drift(root, monkeypatch):
     """A real change to a reference answer (here 1e-6 relative) must still be caught by `sync --check`."""
-    key = "counts.cosine_similarity"
+    key = "vectors.counts.cosine_similarity"
     module = importlib.import_module("course_lib." + key.rsplit(".", 1)[0])
     original = getattr(module, key.rsplit(".", 1)[1])
     monkeypatch.setattr(module, key.rsplit(".", 1)[1], lambda *a, **k: original(*a, **k) * (1 + 1e-6))
@@ -73,7 +73,7 @@ def test_a_changed_reference_answer_is_drift(root, monkeypatch):
 
 
 def test_a_changed_generator_or_case_text_is_drift(root, monkeypatch):
-    key = "counts.one_hot"
+    key = "vectors.counts.one_hot"
     _path, _nb, cell, points = _hidden_cell(root, key)
     fresh = sync.hidden_cases_for(key)
     assert sync.hidden_cell_is_current(cell.source, key, points, fresh) is None
@@ -91,7 +91,7 @@ def test_every_exercise_belongs_to_exactly_one_assignment():
     found = exercises.find_exercises()
     owners = exercises.owners()
     assert set(found) == set(owners), "exercise functions without an answer cell, or cells without a function"
-    assert owners["counts.tfidf"] == "ps01_counts"
+    assert owners["vectors.counts.tfidf"] == "ps01_counts"
 
 
 def test_exercises_folder_is_what_nbgrader_generates():
@@ -109,7 +109,7 @@ def test_release_has_no_solution_text_or_hidden_tests(root):
 
 @pytest.mark.parametrize("suffix", [".html", ".ipynb"])
 def test_leak_scanner_sees_through_markup(tmp_path, suffix):
-    line = exercises.find_exercises()["counts.ppmi"].solution_lines()[-3]
+    line = exercises.find_exercises()["vectors.counts.ppmi"].solution_lines()[-3]
     if suffix == ".html":  # as Pygments would highlight it
         words = line.split(" ")
         page = "<pre>" + " ".join(f'<span class="n">{w.replace("<", "&lt;")}</span>' for w in words) + "</pre>"
@@ -119,7 +119,7 @@ def test_leak_scanner_sees_through_markup(tmp_path, suffix):
     (tmp_path / "clean.html").write_text("<p>no answers here</p>", encoding="utf-8")
     found = leaks.find_leaks([tmp_path])
     assert [f.path.name for f in found] == [f"page{suffix}"]
-    assert "counts.ppmi" in found[0].what
+    assert "vectors.counts.ppmi" in found[0].what
 
 
 def _call_in_edition(folder, code: str) -> subprocess.CompletedProcess:
@@ -131,23 +131,23 @@ def test_student_edition_stubs_every_exercise(tmp_path):
     folder = edition.write_edition(tmp_path / "ed0", 0)
     assert not leaks.find_leaks([folder])
     for key in exercises.find_exercises():
-        module, name = key.split(".")
+        module, name = key.rsplit(".", 1)
         probe = (f"import course_lib, course_lib.{module} as m\n"
                  f"assert course_lib.__file__.startswith({str(folder)!r}), course_lib.__file__\n"
                  f"import inspect; src = inspect.getsource(m.{name})\n"
                  f"assert 'raise NotImplementedError()' in src and 'BEGIN SOLUTION' not in src\n")
         result = _call_in_edition(folder, probe)
         assert result.returncode == 0, result.stderr
-    result = _call_in_edition(folder, "from course_lib.counts import one_hot; one_hot([1], 3)")
+    result = _call_in_edition(folder, "from course_lib.vectors.counts import one_hot; one_hot([1], 3)")
     assert "NotImplementedError" in result.stderr
     assert (folder / "pyproject.toml").read_text().count("+student0") == 1
 
 
 def test_edition_one_reveals_ps01(tmp_path):
     folder = edition.write_edition(tmp_path / "ed1", 1)
-    result = _call_in_edition(folder, "from course_lib.counts import one_hot; print(one_hot([1], 3).tolist())")
+    result = _call_in_edition(folder, "from course_lib.vectors.counts import one_hot; print(one_hot([1], 3).tolist())")
     assert result.stdout.strip() == "[[0.0, 1.0, 0.0]]", result.stderr
-    text = (folder / "course_lib" / "counts.py").read_text()
+    text = (folder / "course_lib" / "vectors.counts.py").read_text()
     assert "BEGIN SOLUTION" not in text and "raise NotImplementedError()" not in text
 
 
@@ -163,7 +163,7 @@ def test_student_edition_installs_with_pip(tmp_path):
     result = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
                              "--target", str(target), str(folder)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
-    installed = _call_in_edition(target, "import course_lib.counts as c, importlib.metadata as m;"
+    installed = _call_in_edition(target, "import course_lib.vectors.counts as c, importlib.metadata as m;"
                                           "print(m.version('course-lib'), c.__file__)")
     version, path = installed.stdout.split()
     assert version == "0.1.0+student0" and path.startswith(str(target))

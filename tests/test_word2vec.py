@@ -1,7 +1,7 @@
-"""course_lib.word2vec against independent references.
+"""course_lib.vectors.word2vec against independent references.
 
 PyTorch autograd (float64) for the SGNS loss and its gradients, finite
-differences from course_lib.gradcheck, naive double loops for skip-gram pairs,
+differences from course_lib.vectors.gradcheck, naive double loops for skip-gram pairs,
 a chi-square test for the noise sampler, gensim's own subsampling table for
 ``keep_probabilities``, and, for the trainers, properties any working word2vec
 has: words of two disjoint topics end up in two separate clusters, and on the
@@ -19,8 +19,9 @@ import pytest
 import torch
 from scipy import stats
 
-from course_lib import corpus, evaluation, gradcheck
-from course_lib.word2vec import (keep_probabilities, negative_samples, noise_distribution, sgns_loss_and_grads,
+from course_lib.text import corpus, vocabulary
+from course_lib.vectors import evaluation, gradcheck
+from course_lib.vectors.word2vec import (keep_probabilities, negative_samples, noise_distribution, sgns_loss_and_grads,
                                  skipgram_pairs, train_sgns, train_sgns_numpy)
 
 
@@ -570,7 +571,7 @@ def test_train_sgns_restores_torch_threads_and_calls_pair_fn():
 @pytest.mark.slow
 def test_train_sgns_on_real_corpus_scores_on_wordsim353():
     docs = corpus.english_documents()
-    vocab = corpus.Vocabulary.build(docs, min_count=5)
+    vocab = vocabulary.Vocabulary.build(docs, min_count=5)
     ids = [vocab.encode(d) for d in docs]
     vectors = train_sgns(ids, vocab.counts, epochs=5, seed=1, progress=False)
     rho, oov = evaluation.word_similarity(evaluation.keyed_vectors(vocab.words, vectors))

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from course_lib import corpus, evaluation
+from course_lib.text import corpus
+from course_lib.vectors import evaluation
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from .language_model import RecurrentLanguageModel, eval_mode
+from course_lib.recurrent.language_model import RecurrentLanguageModel, eval_mode
 
 
 def gradient_norms_through_time(model: RecurrentLanguageModel, ids: torch.Tensor) -> np.ndarray:
@@ -30,7 +30,7 @@ def gradient_norms_through_time(model: RecurrentLanguageModel, ids: torch.Tensor
     1e-22 underflows to 0).
 
     Args:
-        model: a one-layer :class:`~course_lib.language_model.RecurrentLanguageModel`.
+        model: a one-layer :class:`~course_lib.recurrent.language_model.RecurrentLanguageModel`.
         ids: ``(B, T + 1)`` int64 token ids: the inputs and, last, the targets.
 
     Returns:

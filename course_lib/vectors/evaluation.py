@@ -16,7 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
-from . import checks
+from course_lib import checks
 
 BENCHMARKS = {"wordsim353": "wordsim353.tsv", "simlex999": "simlex999.txt"}
 

@@ -22,12 +22,12 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from . import checks
-from .cells import LSTMCell
-from .corpus import Vocabulary
-from .language_model import check_token_batch, eval_mode, optimizer_step
-from .progress import progress_bar
-from .recurrent import Recurrent, bidirectional
+from course_lib import checks
+from course_lib.recurrent.cells import LSTMCell
+from course_lib.text.vocabulary import Vocabulary
+from course_lib.recurrent.language_model import check_token_batch, eval_mode, optimizer_step
+from course_lib.progress import progress_bar
+from course_lib.recurrent.layers import Recurrent, bidirectional
 
 
 def scalar_mix(layers, weights, gamma):
@@ -86,7 +86,7 @@ class DirectionStack(nn.Module):
     ``h_{j+1} = LSTM_{j+1}(h_j) + h_j``, as ELMo does between its layers: the
     signal then reaches the top of the stack at full size from the first step of
     training. Called as ``stack(x, lengths)`` like a layer, so that
-    :func:`~course_lib.recurrent.bidirectional` can run it both ways.
+    :func:`~course_lib.recurrent.layers.bidirectional` can run it both ways.
     """
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int, dropout: float,
@@ -175,7 +175,7 @@ def train_bilm(model: BiLanguageModel, ids, steps: int, seq_len: int = 32, batch
         model: the biLM.
         ids: ``(N,)`` training ids.
         steps, seq_len, batch_size, lr, max_norm: as in
-            :func:`~course_lib.language_model.train_language_model`.
+            :func:`~course_lib.recurrent.language_model.train_language_model`.
         seed: seeds the windows and dropout.
         progress: show a tqdm bar.
 

@@ -1,4 +1,4 @@
-"""Chapters 3 and 4: recurrent layers built from the cells of :mod:`course_lib.cells`.
+"""Chapters 3 and 4: recurrent layers built from the cells of :mod:`course_lib.recurrent.cells`.
 
 A :class:`Recurrent` layer unrolls one cell over time: the same weights at
 every step. Sequences are batch-first, ``(B, T, I)``, and may have different
@@ -19,7 +19,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from .cells import CELLS, Cell
+from course_lib.recurrent.cells import CELLS, Cell
 
 
 def _select(mask: torch.Tensor, new, old):

@@ -1,20 +1,10 @@
-"""Chapter 3, recurrent neural networks: the Elman RNN in numpy, forward and backward by hand.
+"""Chapter 3: a character-level language model on the numpy Elman RNN, trained by hand.
 
-An Elman network (Elman, 1990) reads a sequence ``x_1 ... x_T`` one vector at
-a time and keeps a hidden state that summarizes what it has read:
-
-``h_t = tanh(U h_{t-1} + W x_t + b)``, and, as a language model, scores for the
-next token ``z_t = V h_t + c``.
-
-The code stores a batch of ``B`` sequences as rows, so with ``D`` input
-features and ``H`` hidden units: ``x_t`` is ``(B, D)``, ``h_t`` is ``(B, H)``,
-``W`` is ``(H, D)``, ``U`` is ``(H, H)``, ``b`` is ``(H,)``, and a step is
-``h_t = tanh(x_t W^T + h_{t-1} U^T + b)``. Gradients are propagated back
-through time by hand (Werbos, 1990), and a character-level language model is
-trained with truncated backpropagation through time, gradient clipping and Adam.
-
-Exercises of assignment ps03 here: ``rnn_step`` and ``rnn_backward``. The
-trainer takes them as arguments.
+Scores for the next token are ``z_t = V h_t + c`` with ``h_t`` from
+:func:`course_lib.recurrent.elman.rnn_step`; the loss is the mean cross-entropy of
+``softmax(z_t)``. Training uses truncated backpropagation through time
+(:func:`course_lib.recurrent.elman.rnn_backward`), global-norm gradient clipping and
+Adam. The exercise functions of ps03 are arguments, so an assignment trains with its own.
 """
 
 from __future__ import annotations
@@ -24,126 +14,16 @@ from typing import Callable
 
 import numpy as np
 
-from . import checks
-from .activations import log_softmax
-from .clipping import clip_gradients
-from .checks import expect_shape
-from .perplexity import flatten_positions
-from .progress import progress_bar
+from course_lib import checks
+from course_lib.activations import log_softmax
+from course_lib.checks import expect_shape
+from course_lib.progress import progress_bar
+from course_lib.recurrent.clipping import clip_gradients
+from course_lib.recurrent.elman import rnn_backward, rnn_forward, rnn_step
+from course_lib.recurrent.perplexity import flatten_positions
 
 PARAM_NAMES = ("E", "W", "U", "b", "V", "c")
 """The keys of a language model's parameter dict, in the order the trainer clips and updates them."""
-
-
-def rnn_step(x, h_prev, W, U, b):
-    """One step of an Elman RNN on a batch: ``h_t = tanh(x_t W^T + h_{t-1} U^T + b)``.
-
-    Row ``i`` of the result is ``tanh(W x_i + U h_i + b)`` for example ``i`` of
-    the batch, the column-vector equation of the chapter. Chapter 3, exercise of ps03.
-
-    Args:
-        x: ``(B, D)`` inputs ``x_t``.
-        h_prev: ``(B, H)`` previous hidden states ``h_{t-1}``.
-        W: ``(H, D)`` input-to-hidden weights.
-        U: ``(H, H)`` hidden-to-hidden (recurrent) weights.
-        b: ``(H,)`` bias.
-
-    Returns:
-        ``(B, H)`` float64 array, the new hidden states ``h_t``, in ``(-1, 1)``.
-    """
-    x = expect_shape(x, "x", (None, None), "(B, D)")
-    batch, dim = x.shape
-    W = expect_shape(W, "W", (None, dim), "(H, D)")
-    hidden = len(W)
-    h_prev = expect_shape(h_prev, "h_prev", (batch, hidden), "(B, H)")
-    U = expect_shape(U, "U", (hidden, hidden), "(H, H)")
-    b = expect_shape(b, "b", (hidden,), "(H,)")
-    ### BEGIN SOLUTION
-    return np.tanh(x @ W.T + h_prev @ U.T + b)  # (B, H)
-    ### END SOLUTION
-
-
-def rnn_forward(xs, h0, W, U, b, step_fn: Callable = rnn_step):
-    """Run an Elman RNN over whole sequences: ``h_t = step_fn(x_t, h_{t-1}, W, U, b)`` for ``t = 1 ... T``.
-
-    Chapter 3. ``step_fn`` is called once per time step, so an assignment can
-    run its own :func:`rnn_step`.
-
-    Args:
-        xs: ``(B, T, D)`` input sequences.
-        h0: ``(B, H)`` initial hidden states.
-        W, U, b: ``(H, D)``, ``(H, H)``, ``(H,)`` weights, as in :func:`rnn_step`.
-        step_fn: the step function.
-
-    Returns:
-        ``(B, T, H)`` float64 array: ``hs[:, t]`` is the hidden state after reading ``xs[:, t]``.
-    """
-    xs = expect_shape(xs, "xs", (None, None, None), "(B, T, D)")
-    batch, steps, _dim = xs.shape
-    h0 = expect_shape(h0, "h0", (batch, None), "(B, H)")
-    hs = np.empty((batch, steps, h0.shape[1]))  # (B, T, H)
-    h = h0
-    for t in range(steps):
-        h = step_fn(xs[:, t], h, W, U, b)  # (B, H)
-        hs[:, t] = h
-    return hs
-
-
-def rnn_backward(dhs, xs, hs, h0, W, U):
-    """Backpropagation through time for an Elman RNN: the gradients of a loss ``L`` w.r.t. inputs and weights.
-
-    ``dhs[:, t]`` is the gradient of ``L`` w.r.t. ``h_t`` through the output at
-    step ``t`` only. The total gradient of ``h_t`` adds what flows back from
-    later steps through ``h_{t+1} = tanh(... + h_t U^T ...)``, so the loop runs
-    backwards, ``t = T-1 ... 0``, with ``dh_next = 0`` at first:
-
-    - ``dh_t = dhs[:, t] + dh_next``
-    - ``da_t = dh_t * (1 - h_t^2)``, through the tanh (``tanh' = 1 - tanh^2``)
-    - ``dx_t = da_t W`` and ``dh_next = da_t U``
-    - ``dW = sum_t da_t^T x_t``, ``dU = sum_t da_t^T h_{t-1}`` (``h_{-1} = h0``),
-      ``db = sum_t sum_batch da_t``
-
-    Only ``dh_next`` needs the loop; the weight gradients can be summed after it.
-
-    Truncated backpropagation through time is this function applied to one
-    chunk of a longer sequence: ``h0`` is the last state of the previous chunk,
-    treated as a constant, and the returned ``dh0`` is dropped instead of
-    flowing further back. Chapter 3, exercise of ps03.
-
-    Args:
-        dhs: ``(B, T, H)`` gradients w.r.t. each ``h_t`` through its own output.
-        xs: ``(B, T, D)`` the inputs of the forward pass.
-        hs: ``(B, T, H)`` the hidden states it returned (:func:`rnn_forward`).
-        h0: ``(B, H)`` the initial states.
-        W: ``(H, D)`` input-to-hidden weights.
-        U: ``(H, H)`` recurrent weights.
-
-    Returns:
-        ``(dxs, dh0, dW, dU, db)``, float64 arrays of shapes ``(B, T, D)``,
-        ``(B, H)``, ``(H, D)``, ``(H, H)``, ``(H,)``.
-    """
-    xs = expect_shape(xs, "xs", (None, None, None), "(B, T, D)")
-    batch, steps, dim = xs.shape
-    W = expect_shape(W, "W", (None, dim), "(H, D)")
-    hidden = len(W)
-    U = expect_shape(U, "U", (hidden, hidden), "(H, H)")
-    hs = expect_shape(hs, "hs", (batch, steps, hidden), "(B, T, H)")
-    dhs = expect_shape(dhs, "dhs", (batch, steps, hidden), "(B, T, H)")
-    h0 = expect_shape(h0, "h0", (batch, hidden), "(B, H)")
-    ### BEGIN SOLUTION
-    das = np.empty_like(hs)  # (B, T, H) gradients w.r.t. the pre-activations a_t
-    dh_next = np.zeros_like(h0)  # (B, H) gradient reaching h_t from step t + 1
-    for t in reversed(range(steps)):
-        das[:, t] = (dhs[:, t] + dh_next) * (1.0 - hs[:, t] ** 2)  # (B, H)
-        dh_next = das[:, t] @ U  # (B, H)
-    h_prevs = np.concatenate([h0[:, None], hs[:, :-1]], axis=1)  # (B, T, H) h_{t-1}
-    flat_das = das.reshape(-1, hidden)  # (B*T, H)
-    dW = flat_das.T @ xs.reshape(-1, dim)  # (H, D)
-    dU = flat_das.T @ h_prevs.reshape(-1, hidden)  # (H, H)
-    db = flat_das.sum(axis=0)  # (H,)
-    dxs = das @ W  # (B, T, D)
-    return dxs, dh_next, dW, dU, db
-    ### END SOLUTION
 
 
 def softmax_cross_entropy(logits, targets):
@@ -350,7 +230,7 @@ def train_rnn_lm_numpy(ids, vocab_size, embed_dim: int = 32, hidden_size: int = 
 
 
 def lm_next_logits(params, step_fn: Callable = rnn_step):
-    """A trained RNN language model as a step function for :func:`course_lib.sampling.sample`. Chapter 3.
+    """A trained RNN language model as a step function for :func:`course_lib.recurrent.sampling.sample`. Chapter 3.
 
     The returned ``step(token_id, h)`` reads one token,
     ``h' = step_fn(E[token_id], h, W, U, b)``, and scores the next,

@@ -1,7 +1,7 @@
 """Chapters 3 and 4: recurrent language models in PyTorch, their training loop and sampling.
 
 A language model predicts token ``x_{t+1}`` from ``x_1..x_t``: it embeds the
-tokens, runs a :class:`~course_lib.recurrent.RecurrentNetwork` and maps each
+tokens, runs a :class:`~course_lib.recurrent.layers.RecurrentNetwork` and maps each
 state to ``V`` logits. Training minimizes the mean cross-entropy
 ``-(1/N) sum log p(x_{t+1} | x_1..x_t)`` with truncated backpropagation
 through time: the text is cut into ``B`` parallel streams and walked through in
@@ -20,40 +20,11 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from . import checks
-from .corpus import Vocabulary
-from .progress import progress_bar
-from .recurrent import RecurrentNetwork
-from .sampling import sample
-
-
-def with_specials(vocab: Vocabulary, *tokens: str) -> Vocabulary:
-    """A copy of ``vocab`` with special tokens such as ``"<unk>"`` appended (count 0). Chapter 3."""
-    new = [t for t in tokens if t not in vocab]
-    return Vocabulary(vocab.words + new, np.concatenate([vocab.counts, np.zeros(len(new), dtype=np.int64)]))
-
-
-def stream_ids(documents: Sequence[Sequence[str]], vocab: Vocabulary, unknown: str = "<unk>",
-               separator: str | None = "<eos>") -> np.ndarray:
-    """Encode documents as one stream of ids for language modelling. Chapter 3.
-
-    Tokens outside ``vocab`` become ``unknown`` (which must be in ``vocab``);
-    ``separator`` (if in ``vocab``) ends every document.
-
-    Args:
-        documents: ``D`` lists of tokens (words), or strings (read as characters).
-        vocab: the vocabulary, including ``unknown`` and ``separator``.
-
-    Returns:
-        ``(N,)`` int64 ids.
-    """
-    unk = vocab[unknown]
-    end = [vocab[separator]] if separator is not None and separator in vocab else []
-    ids = []
-    for doc in documents:
-        ids.extend(vocab.index.get(token, unk) for token in doc)
-        ids.extend(end)
-    return np.array(ids, dtype=np.int64)
+from course_lib import checks
+from course_lib.text.vocabulary import Vocabulary
+from course_lib.progress import progress_bar
+from course_lib.recurrent.layers import RecurrentNetwork
+from course_lib.recurrent.sampling import sample
 
 
 def batchify(ids, batch_size: int) -> torch.Tensor:
@@ -223,7 +194,7 @@ def evaluate_perplexity(model: nn.Module, ids, seq_len: int = 64, batch_size: in
 
 
 def next_token_fn(model: nn.Module) -> Callable:
-    """A step function for :func:`course_lib.sampling.sample`: ``(token_id, state) -> (logits (V,), state)``.
+    """A step function for :func:`course_lib.recurrent.sampling.sample`: ``(token_id, state) -> (logits (V,), state)``.
 
     Chapter 3. Runs the model on one token without building a graph.
     """

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import checks
+from course_lib import checks
 
 
 def procrustes(source, target):

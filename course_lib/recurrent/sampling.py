@@ -14,7 +14,7 @@ from typing import Callable
 
 import numpy as np
 
-from .activations import log_softmax
+from course_lib.activations import log_softmax
 
 
 def sample(step: Callable, first_id, length, rng, temperature: float = 1.0, state=None):

@@ -21,8 +21,8 @@ import math
 
 import numpy as np
 
-from . import checks
-from .activations import log_softmax
+from course_lib import checks
+from course_lib.activations import log_softmax
 
 
 def flatten_positions(logits, targets):

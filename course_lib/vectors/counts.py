@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from . import checks
+from course_lib import checks
 
 
 def one_hot(ids, vocab_size):
@@ -280,7 +280,7 @@ def neighbour_table(vocab, vectors, words: Sequence[str], k: int = 5,
     """A table of each word's ``k`` nearest neighbours, for display. Chapter 1.
 
     Args:
-        vocab: a :class:`course_lib.corpus.Vocabulary` whose ids index ``vectors``.
+        vocab: a :class:`course_lib.text.vocabulary.Vocabulary` whose ids index ``vectors``.
         vectors: ``(V, d)`` word vectors.
         words: the query words.
         k: neighbours per word.

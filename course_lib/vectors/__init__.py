@@ -1,0 +1,2 @@
+"""Chapters 1 and 2, word vectors: counts, PPMI and SVD; word2vec; gradient checks; alignment; evaluation.
+"""
