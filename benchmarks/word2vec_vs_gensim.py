@@ -40,7 +40,7 @@ def train_ours(documents, seed):
     s = SETTINGS
     vocab = vocabulary.Vocabulary.build(documents, min_count=s["min_count"])
     ids = [vocab.encode(d) for d in documents]
-    vectors = word2vec.train_sgns(ids, vocab.counts, dim=s["dim"], window=s["window"], negatives=s["negatives"],
+    vectors, _ = word2vec.train_sgns(ids, vocab.counts, dim=s["dim"], window=s["window"], negatives=s["negatives"],
                                   epochs=s["epochs"], sample=s["sample"], lr=s["lr"], threads=s["threads"],
                                   seed=seed, progress=False)
     return evaluation.keyed_vectors(vocab.words, vectors)

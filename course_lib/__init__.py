@@ -1,23 +1,63 @@
 """course_lib: the reference library of *From one-hot to BERT*.
 
-One module per concept, each backing a chapter of the book:
+The library every chapter runs on and every assignment grades against, in parts
+that follow the book:
 
-- :mod:`course_lib.text.corpus`: real English text shipped offline, tokenizing, vocabularies.
-- :mod:`course_lib.vectors.counts`: chapter 1, from one-hot vectors to count-based embeddings.
-- :mod:`course_lib.vectors.word2vec`: chapter 2, skip-gram with negative sampling and its trainers.
-- :mod:`course_lib.vectors.gradcheck`: finite-difference gradient checks (chapter 2 on).
-- :mod:`course_lib.vectors.alignment`: orthogonal Procrustes between embedding spaces (chapter 2).
-- :mod:`course_lib.vectors.evaluation`: word-similarity and analogy benchmarks (chapter 2 on).
-- :mod:`course_lib.activations`: chapter 3, activation functions and their derivatives.
-- :mod:`course_lib.recurrent.elman`: chapter 3, the Elman RNN, backpropagation through time and a numpy language model.
-- :mod:`course_lib.recurrent.clipping`, :mod:`course_lib.recurrent.perplexity`, :mod:`course_lib.recurrent.sampling`: chapter 3.
-- :mod:`course_lib.recurrent.cells`, :mod:`course_lib.recurrent.layers`: chapters 3 and 4, RNN/LSTM/GRU cells and layers in PyTorch.
-- :mod:`course_lib.recurrent.language_model`, :mod:`course_lib.recurrent.gradient_flow`: chapters 3 and 4, training and measuring them.
-- :mod:`course_lib.recurrent.elmo`: chapter 4, contextual embeddings from a bidirectional language model.
-- :mod:`course_lib.checks`: the argument checks every function starts with.
-- :mod:`course_lib.progress`: the progress bars of the training loops.
-- :mod:`course_lib.plotting`: the figures the chapters draw.
-- :mod:`course_lib.testing`: the checks the assignments' test cells call.
+- :mod:`course_lib.text`: real English text that ships offline, a tokenizer and
+  vocabularies; used from :doc:`/chapters/ch01_counts` on.
+- :mod:`course_lib.vectors`: word vectors, chapters 1 and 2. Counts, PPMI and SVD
+  (:doc:`/chapters/ch01_counts`); word2vec, gradient checks, alignment and the
+  similarity and analogy benchmarks (:doc:`/chapters/ch02_word2vec`).
+- :mod:`course_lib.recurrent`: recurrent networks, chapters 3 and 4. The Elman RNN
+  and its language model in numpy, clipping, perplexity and sampling
+  (:doc:`/chapters/ch03_rnn`); RNN, LSTM and GRU cells and layers in PyTorch,
+  language models, gradient flow and ELMo (:doc:`/chapters/ch04_lstm`).
+- ``course_lib.attention`` (planned, chapter 5): attention over a sequence.
+- ``course_lib.transformer`` (planned, chapters 6 to 8): the Transformer and the
+  models built on it.
+- Shared by all chapters: :mod:`course_lib.checks` (argument checks),
+  :mod:`course_lib.training` (what the training loops return, contexts that
+  restore global state), :mod:`course_lib.progress` (progress bars),
+  :mod:`course_lib.activations` (activation functions and a stable log-softmax),
+  :mod:`course_lib.plotting` (the figures the chapters draw) and
+  :mod:`course_lib.testing` (the checks the assignments' test cells call).
+
+**Shape letters.** Every shape in a docstring or in a ``# (B, T, H)`` comment is
+written with these letters, and each letter has one meaning across the library.
+Sums and products are written out (``(G*H, I)``, ``(B, T, 2H)``,
+``(L + 1, B, T, 2H)``), ``...`` stands for any number of axes, and a lower-case
+name that is not in the table, as in ``(steps,)`` or ``(N, k)``, is the value of
+the function's argument of that name. No letter counts directions: outputs of
+both directions are ``(B, T, 2H)`` and the final states of ``L`` bidirectional
+layers ``(2L, B, H)``. A matrix whose name is a letter (the parameters
+``params['V']`` or ``params['E']`` of the numpy language model) is named in
+equations only; in a shape, ``V`` is always the vocabulary size.
+
+==========  =====================================================================
+letter      meaning
+==========  =====================================================================
+``B``       batch size: the sequences, pairs or examples processed together
+``T``       time steps: the length of a sequence, or of a chunk of one
+``T_d``     the length of document ``d``, in tokens
+``Tq``      query positions of attention (reserved, chapter 5 on)
+``Tk``      key positions of attention (reserved, chapter 5 on)
+``N``       the number of items in a flat list: tokens, ids, pairs, examples, positions, sentences
+``M``       the number of items in a second list next to ``N``, e.g. the columns of an ``(N, M)`` table
+``V``       vocabulary size
+``E``       embedding size: the dimension of a word vector or of a token embedding
+``C``       context words: the columns of a word-context co-occurrence matrix
+``K``       negative (noise) samples per pair
+``S``       noise words shared by a whole batch
+``I``       input size of a recurrent cell or layer: the features it reads per step
+``H``       hidden size of a recurrent network
+``G``       gate blocks stacked in a recurrent weight: 1 (RNN), 3 (GRU), 4 (LSTM)
+``L``       number of layers
+``D``       model width of the Transformer (reserved, chapter 6 on)
+``nh``      number of attention heads (reserved)
+``hs``      size of one attention head (reserved)
+``n_docs``  number of documents
+``n_eval``  number of evaluations during a training run
+==========  =====================================================================
 
 Importing the package imports nothing heavy; import the module you need.
 """

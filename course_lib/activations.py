@@ -6,7 +6,8 @@ derivative once per step. How large the derivative can be (1/4 for the
 logistic function, 1 for tanh and ReLU) is what chapter 3's plots compare.
 
 Everything here is elementwise: ``x`` may have any shape and the result has
-the same shape, in float64.
+the same shape, in float64. See :doc:`/chapters/ch03_rnn`; chapter 2 imports
+the logistic function (:doc:`/chapters/ch02_word2vec`).
 """
 
 from __future__ import annotations

@@ -1,8 +1,14 @@
-"""Argument checks shared by course_lib functions.
+"""Argument checks shared by course_lib functions, for numpy arrays and torch tensors. All chapters.
 
 Each check raises a ``ValueError`` or ``TypeError`` that names the argument,
 the shape or type it expected and what it got, so that a wrong call fails at
-the call and not three lines deeper.
+the call and not three lines deeper. Shapes are given in the library's letters
+(see :mod:`course_lib`) and in numbers, in one format:
+``h_prev must have shape (B, H) = (4, 8), got (4, 7)``.
+
+numpy: :func:`expect_shape`, :func:`matrix`, :func:`token_ids`, :func:`positive_int`.
+torch: :func:`expect_tensor`, :func:`sequence_batch`, :func:`sequence_lengths`, :func:`token_batch`.
+torch is imported only by the torch checks, so the numpy chapters do not load it.
 """
 
 from __future__ import annotations
@@ -17,6 +23,30 @@ def _describe(x) -> str:
     if isinstance(x, np.ndarray):
         return f"an array of shape {x.shape} and dtype {x.dtype}"
     return f"a {type(x).__name__}"
+
+
+def _numbers(shape: tuple) -> str:
+    """``(4, ?)`` for ``(4, None)``; a 1-tuple keeps its comma."""
+    return "(" + ", ".join("?" if n is None else str(n) for n in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def _wrong_shape(got: tuple, shape: tuple) -> bool:
+    return len(got) != len(shape) or any(want is not None and g != want for g, want in zip(got, shape))
+
+
+def shape_message(name: str, symbols: str, shape: tuple, got: tuple) -> str:
+    """The one wording of a shape error, e.g. ``h_prev must have shape (B, H) = (4, 8), got (4, 7)``. All chapters.
+
+    Args:
+        name: the argument's name.
+        symbols: the expected shape in letters, e.g. ``"(B, H)"``.
+        shape: the expected shape in numbers; ``None`` for an axis of any size (shown as ``?``).
+        got: the shape that came.
+
+    Returns:
+        the message, a str.
+    """
+    return f"{name} must have shape {symbols} = {_numbers(shape)}, got {tuple(got)}"
 
 
 def token_ids(ids, vocab_size: int, name: str = "ids") -> np.ndarray:
@@ -42,9 +72,12 @@ def positive_int(value, name: str) -> int:
 
 
 def matrix(x, name: str, *, allow_sparse: bool = True, nonnegative: bool = False):
-    """Check that ``x`` is a 2-D numeric matrix (dense, or sparse if allowed). All chapters.
+    """Return ``x`` as a float64 ``(N, M)`` matrix, raising unless it is a 2-D numeric matrix. All chapters.
 
-    Returns a CSR float64 matrix for sparse input and a float64 ndarray otherwise.
+    Dense input must be finite (and, with ``nonnegative``, without negative
+    entries); sparse input is accepted only if ``allow_sparse``. Returns a CSR
+    float64 matrix for sparse input and a float64 ndarray otherwise, of the
+    shape of ``x``.
     """
     if sp.issparse(x):
         if not allow_sparse:
@@ -91,7 +124,73 @@ def expect_shape(x, name: str, shape: tuple, symbols: str) -> np.ndarray:
         if not np.issubdtype(arr.dtype, np.number):
             raise TypeError(f"{name} must be a numeric array, got dtype {arr.dtype}")
         arr = arr.astype(np.float64, copy=False)
-    if arr.ndim != len(shape) or any(want is not None and got != want for got, want in zip(arr.shape, shape)):
-        numbers = ", ".join("?" if n is None else str(n) for n in shape) + ("," if len(shape) == 1 else "")
-        raise ValueError(f"{name} must have shape {symbols} = ({numbers}), got {arr.shape}")
+    if _wrong_shape(arr.shape, shape):
+        raise ValueError(shape_message(name, symbols, shape, arr.shape))
     return arr
+
+
+def expect_tensor(x, name: str, shape: tuple, symbols: str):
+    """Return ``x`` unchanged, raising unless it is a torch tensor of the expected shape. Chapter 3 on.
+
+    The torch twin of :func:`expect_shape`, with the same message:
+    ``weight_hh must have shape (4*H, H) = (32, 8), got (32, 7)``.
+
+    Args:
+        x: the argument.
+        name: its name.
+        shape: the expected shape, a tuple of ints; ``None`` accepts any size on that axis.
+        symbols: the shape in letters, e.g. ``"(B, H)"``.
+
+    Returns:
+        ``x``, a tensor of shape ``shape``.
+    """
+    import torch
+
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of shape {symbols}, got {type(x).__name__}")
+    if _wrong_shape(tuple(x.shape), shape):
+        raise ValueError(shape_message(name, symbols, shape, tuple(x.shape)))
+    return x
+
+
+def sequence_batch(x, name: str = "x"):
+    """Return ``x``, raising unless it is a batch-first ``(B, T, I)`` float tensor with ``T >= 1``. Chapter 3 on."""
+    import torch
+
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of shape (B, T, I), got {type(x).__name__}")
+    if x.dim() != 3 or x.shape[1] == 0:
+        raise ValueError(f"{name} must have shape (B, T, I) with T >= 1 (batch first), got {tuple(x.shape)}")
+    if not x.is_floating_point():
+        raise TypeError(f"{name} must be a float tensor, got dtype {x.dtype}; embed token ids first")
+    return x
+
+
+def sequence_lengths(lengths, batch_size: int, steps: int):
+    """Return ``lengths`` as a ``(B,)`` int64 CPU tensor with every length in ``[1, T]``. Chapter 3 on.
+
+    ``None`` means every sequence fills all ``T = steps`` steps.
+    """
+    import torch
+
+    if lengths is None:
+        return torch.full((batch_size,), steps, dtype=torch.int64)
+    lengths = torch.as_tensor(lengths)
+    if lengths.shape != (batch_size,) or lengths.dtype.is_floating_point:
+        raise ValueError(f"lengths must be {batch_size} integers (one per sequence), got "
+                         f"shape {tuple(lengths.shape)} and dtype {lengths.dtype}")
+    lengths = lengths.to(torch.int64).cpu()
+    if batch_size and (lengths.min() < 1 or lengths.max() > steps):
+        raise ValueError(f"lengths must lie in [1, {steps}] for sequences of {steps} steps, "
+                         f"got {lengths.min().item()}..{lengths.max().item()}")
+    return lengths
+
+
+def token_batch(ids, name: str = "ids"):
+    """Return ``ids``, raising unless it is a ``(B, T)`` int64 tensor of token ids. Chapter 3 on."""
+    import torch
+
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.dtype != torch.int64:
+        raise ValueError(f"{name} must be a (B, T) int64 tensor, got {getattr(ids, 'shape', type(ids).__name__)}"
+                         + (f" of dtype {ids.dtype}" if isinstance(ids, torch.Tensor) else ""))
+    return ids

@@ -1,7 +1,9 @@
 """The figures the chapters draw, with labelled axes and titles.
 
 Each function draws on a matplotlib ``Axes`` (a new figure if none is given)
-and returns the ``Axes``, so a chapter can combine them. Chapter 1 on.
+and returns the ``Axes``, so a chapter can combine them. Shared by all
+chapters: word maps and similarity heatmaps from :doc:`/chapters/ch01_counts`
+on, gradient norms in :doc:`/chapters/ch03_rnn` and :doc:`/chapters/ch04_lstm`.
 """
 
 from __future__ import annotations
@@ -90,6 +92,9 @@ def gradient_norms(norms_by_label: dict, ax=None, title: str = "Gradient of the 
         norms_by_label: ``{label: (T,) norms}`` as returned by
             :func:`course_lib.recurrent.gradient_flow.gradient_norms_through_time`.
         ax: the ``Axes`` to draw on (a new figure if ``None``).
+
+    Returns:
+        the matplotlib Axes.
     """
     ax = _axes(ax, (6.5, 3.8))
     for label, norms in norms_by_label.items():

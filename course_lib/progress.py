@@ -1,4 +1,4 @@
-"""Progress bars for the training loops of every chapter.
+"""Progress bars for the training loops of every chapter. Shared by all chapters.
 
 One place decides how a loop reports progress: a tqdm bar that updates at
 most once a second and disappears when the loop ends, or nothing at all when

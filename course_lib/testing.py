@@ -1,4 +1,4 @@
-"""Checks that the assignments' test cells call.
+"""Checks that the assignments' test cells call. Every assignment; shared by all chapters.
 
 Visible tests use :func:`assert_close` and :func:`quiet`; hidden tests call
 :func:`check_cases` on cases whose inputs and expected outputs were computed
@@ -44,7 +44,11 @@ def _as_plain(x):
 
 
 def to_numpy(x):
-    """Torch tensors (also inside tuples, lists and dict values) become numpy arrays. Every assignment."""
+    """Return ``x`` with every torch tensor in it (also inside tuples, lists and dict values) as a numpy array.
+
+    Each array keeps the shape and dtype of its tensor, any shape; anything
+    else is returned as is. Every assignment.
+    """
     if isinstance(x, dict):
         return {key: to_numpy(value) for key, value in x.items()}
     if isinstance(x, (tuple, list)):
@@ -53,9 +57,10 @@ def to_numpy(x):
 
 
 def to_torch(x):
-    """Numpy arrays (also inside tuples, lists and dict values) become torch tensors of the same dtype. Chapter 3 on.
+    """Return ``x`` with every numpy array in it (also inside tuples, lists and dict values) as a torch tensor.
 
-    Hidden test cases of PyTorch exercises are stored as numpy arrays and
+    Each tensor keeps the shape and dtype of its array, any shape; anything
+    else is returned as is. Chapter 3 on. Hidden test cases of PyTorch exercises are stored as numpy arrays and
     converted by this function just before the call.
     """
     import torch
@@ -77,8 +82,8 @@ def assert_close(actual, expected, what: str, hint: str = "", rtol: float = 1e-6
                  atol: float = 1e-9) -> None:
     """Assert that ``actual`` matches ``expected`` in type, shape and values. Every assignment.
 
-    Works on numbers, numpy arrays, scipy sparse matrices (compared densely)
-    and tuples or lists of these (compared item by item).
+    Works on numbers, numpy arrays and torch tensors of any shape, scipy sparse
+    matrices (compared densely) and tuples or lists of these (compared item by item).
 
     Args:
         actual: what the student's function returned.

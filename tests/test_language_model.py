@@ -23,7 +23,8 @@ from course_lib.recurrent import elmo
 from course_lib.text import corpus, vocabulary
 from course_lib.recurrent.gradient_flow import gradient_norms_through_time
 from course_lib.recurrent.language_model import (RecurrentLanguageModel, batchify, evaluate_perplexity, generate,
-                                                optimizer_step, train_language_model)
+                                                train_language_model)
+from course_lib.training import optimizer_step
 from course_lib.text.vocabulary import stream_ids, with_specials
 
 SPECIALS = ("<unk>", "<eos>")
@@ -427,11 +428,11 @@ def test_fit_scalar_mix_puts_weight_on_the_informative_layer():
     labels = torch.randint(0, 2, (200,), generator=generator)
     layers = torch.randn(3, 200, 8, generator=generator)  # noise everywhere ...
     layers[1, :, 0] += 3.0 * (2 * labels - 1)  # ... but layer 1 carries the label
-    mix, classifier, losses = elmo.fit_scalar_mix(layers, labels.numpy(), num_classes=2)
+    mix, classifier, history = elmo.fit_scalar_mix(layers, labels.numpy(), num_classes=2)
     weights = mix.layer_weights()
     assert weights.shape == (3,) and weights.sum() == pytest.approx(1.0)
     assert weights[1] > 0.8, f"the informative layer 1 should dominate, got weights {weights}"
-    assert losses[-1] < 0.1 * losses[0]
+    assert history["loss"][-1] < 0.1 * history["loss"][0]
     accuracy = (classifier(mix(layers)).argmax(dim=1) == labels).float().mean().item()
     assert accuracy > 0.95
 

@@ -147,7 +147,7 @@ def test_edition_one_reveals_ps01(tmp_path):
     folder = edition.write_edition(tmp_path / "ed1", 1)
     result = _call_in_edition(folder, "from course_lib.vectors.counts import one_hot; print(one_hot([1], 3).tolist())")
     assert result.stdout.strip() == "[[0.0, 1.0, 0.0]]", result.stderr
-    text = (folder / "course_lib" / "vectors.counts.py").read_text()
+    text = (folder / "course_lib" / "vectors" / "counts.py").read_text()
     assert "BEGIN SOLUTION" not in text and "raise NotImplementedError()" not in text
 
 

@@ -437,7 +437,8 @@ SMALL = dict(dim=10, window=2, negatives=3, epochs=3, batch_size=128, sample=0, 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_train_sgns_numpy_separates_topics_and_loss_decreases(seed):
     docs, counts = topic_corpus(seed)
-    vectors, losses = train_sgns_numpy(docs, counts, seed=seed, **SMALL)
+    vectors, history = train_sgns_numpy(docs, counts, seed=seed, **SMALL)
+    losses = history["loss"]
     assert isinstance(vectors, np.ndarray) and vectors.shape == (SHARED + 1, SMALL["dim"])
     assert_topics_separate(vectors)
     assert losses.ndim == 1 and np.all(np.isfinite(losses))
@@ -468,11 +469,11 @@ def test_train_sgns_numpy_calls_the_given_functions():
         returned_losses.append(out[0])
         return out
 
-    _vectors, losses = train_sgns_numpy(docs, counts, pair_fn=pair_fn, negative_fn=negative_fn, loss_fn=loss_fn,
+    _vectors, history = train_sgns_numpy(docs, counts, pair_fn=pair_fn, negative_fn=negative_fn, loss_fn=loss_fn,
                                         **SMALL)
     assert calls["pair"] == len(docs) * SMALL["epochs"]  # sample=0: no word dropped, every document used
-    assert calls["loss"] == calls["negative"] == len(losses) > 0
-    np.testing.assert_array_equal(losses, returned_losses)
+    assert calls["loss"] == calls["negative"] == len(history["loss"]) > 0
+    np.testing.assert_array_equal(history["loss"], returned_losses)
 
 
 def test_train_sgns_numpy_first_step_is_sgd_with_summed_repeated_rows():
@@ -495,8 +496,8 @@ def test_train_sgns_numpy_first_step_is_sgd_with_summed_repeated_rows():
                     progress=False, pair_fn=pair_fn)
     before, _ = train_sgns_numpy(docs, counts, loss_fn=loss_fn_with(0.0), **settings)
     centers_seen.clear()
-    after, losses = train_sgns_numpy(docs, counts, loss_fn=loss_fn_with(1.0), **settings)
-    assert len(losses) == 1
+    after, history = train_sgns_numpy(docs, counts, loss_fn=loss_fn_with(1.0), **settings)
+    assert len(history["loss"]) == 1
     centers = np.concatenate(centers_seen)
     per_word = np.bincount(centers, minlength=len(counts))  # repeated centers: their gradients add up
     assert per_word.max() > 1
@@ -511,7 +512,7 @@ def test_train_sgns_numpy_is_deterministic_for_a_seed():
     b, lb = train_sgns_numpy(docs, counts, seed=4, **SMALL)
     c, _ = train_sgns_numpy(docs, counts, seed=5, **SMALL)
     np.testing.assert_array_equal(a, b)
-    np.testing.assert_array_equal(la, lb)
+    np.testing.assert_array_equal(la["loss"], lb["loss"])
     assert not np.allclose(a, c)
 
 
@@ -521,23 +522,26 @@ TORCH_SMALL = dict(SMALL, shared_negatives=8, threads=1)  # one thread: fast on 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_train_sgns_separates_topics(seed):
     docs, counts = topic_corpus(seed)
-    vectors = train_sgns(docs, counts, seed=seed, **TORCH_SMALL)
+    vectors, _ = train_sgns(docs, counts, seed=seed, **TORCH_SMALL)
     assert_topics_separate(vectors)
 
 
 def test_train_sgns_returns_float32_vocab_by_dim():
     docs, counts = topic_corpus(0, n_docs=10)
     counts = np.append(counts, [0, 0])  # two words that never occur still get rows
-    vectors = train_sgns(docs, counts, **dict(TORCH_SMALL, dim=7, epochs=1))
+    vectors, history = train_sgns(docs, counts, **dict(TORCH_SMALL, dim=7, epochs=2))
     assert isinstance(vectors, np.ndarray) and vectors.dtype == np.float32 and vectors.shape == (len(counts), 7)
     assert np.all(np.isfinite(vectors))
+    pairs = history["pairs"]  # one entry per epoch, each at most every pair of the corpus
+    assert pairs.shape == (2,) and np.all(pairs > 0)
+    assert np.all(pairs <= sum(len(d) for d in docs) * 2 * SMALL["window"])
 
 
 def test_train_sgns_is_deterministic_for_a_seed():
     docs, counts = topic_corpus(0, n_docs=40)
-    a = train_sgns(docs, counts, seed=4, **TORCH_SMALL)
-    b = train_sgns(docs, counts, seed=4, **TORCH_SMALL)
-    c = train_sgns(docs, counts, seed=5, **TORCH_SMALL)
+    a, _ = train_sgns(docs, counts, seed=4, **TORCH_SMALL)
+    b, _ = train_sgns(docs, counts, seed=4, **TORCH_SMALL)
+    c, _ = train_sgns(docs, counts, seed=5, **TORCH_SMALL)
     np.testing.assert_array_equal(a, b)
     assert not np.allclose(a, c)
 
@@ -573,7 +577,7 @@ def test_train_sgns_on_real_corpus_scores_on_wordsim353():
     docs = corpus.english_documents()
     vocab = vocabulary.Vocabulary.build(docs, min_count=5)
     ids = [vocab.encode(d) for d in docs]
-    vectors = train_sgns(ids, vocab.counts, epochs=5, seed=1, progress=False)
+    vectors, _ = train_sgns(ids, vocab.counts, epochs=5, seed=1, progress=False)
     rho, oov = evaluation.word_similarity(evaluation.keyed_vectors(vocab.words, vectors))
     assert rho > 0.2, f"WordSim-353 Spearman {rho:.3f} (gensim gets about 0.22 on this corpus)"
     assert oov < 40

@@ -22,28 +22,14 @@ from typing import Callable
 import torch
 from torch import nn
 
-
-def check_tensor(value, name: str, shape: tuple, why: str = "") -> None:
-    """Raise unless ``value`` is a tensor of ``shape``; ``None`` entries match any size. Chapters 3 and 4.
-
-    Args:
-        value: the argument to check.
-        name: its name, for the message.
-        shape: the expected shape, e.g. ``(B, None)``.
-        why: text put after the expected shape in the message, saying where the sizes come from.
-
-    Raises:
-        TypeError: ``value`` is not a tensor. ValueError: naming ``name``, the expected and the actual shape.
-    """
-    if not isinstance(value, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
-    if value.dim() != len(shape) or any(s is not None and s != v for s, v in zip(shape, value.shape)):
-        wanted = "(" + ", ".join("?" if s is None else str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
-        raise ValueError(f"{name} must have shape {wanted}{why}, got {tuple(value.shape)}")
+from course_lib.checks import expect_tensor
 
 
 def check_cell_args(x, h, weight_ih, weight_hh, bias_ih, bias_hh, gates: int) -> None:
     """Check the shapes of one cell step's arguments, naming the first that is wrong. Chapters 3 and 4.
+
+    Built on :func:`course_lib.checks.expect_tensor`, so the messages read like every
+    other shape error: ``weight_ih must have shape (4*H, I) = (16, 3), got (16, 5)``.
 
     Args:
         x: ``(B, I)`` inputs of the step.
@@ -54,14 +40,14 @@ def check_cell_args(x, h, weight_ih, weight_hh, bias_ih, bias_hh, gates: int) ->
     Raises:
         TypeError, ValueError: naming the argument, the expected and the actual shape.
     """
-    check_tensor(x, "x", (None, None))
-    check_tensor(h, "h", (x.shape[0], None))
+    expect_tensor(x, "x", (None, None), "(B, I)")
+    expect_tensor(h, "h", (x.shape[0], None), "(B, H)")
     inputs, hidden = x.shape[1], h.shape[1]
-    sizes = f" ({gates} x H, I) for x of {inputs} features (I) and h of {hidden} (H)"
-    check_tensor(weight_ih, "weight_ih", (gates * hidden, inputs), sizes)
-    check_tensor(weight_hh, "weight_hh", (gates * hidden, hidden), f" ({gates} x H, H) for h of {hidden} features")
-    check_tensor(bias_ih, "bias_ih", (gates * hidden,), f" ({gates} x H,)")
-    check_tensor(bias_hh, "bias_hh", (gates * hidden,), f" ({gates} x H,)")
+    gate_rows = "H" if gates == 1 else f"{gates}*H"
+    expect_tensor(weight_ih, "weight_ih", (gates * hidden, inputs), f"({gate_rows}, I)")
+    expect_tensor(weight_hh, "weight_hh", (gates * hidden, hidden), f"({gate_rows}, H)")
+    expect_tensor(bias_ih, "bias_ih", (gates * hidden,), f"({gate_rows},)")
+    expect_tensor(bias_hh, "bias_hh", (gates * hidden,), f"({gate_rows},)")
 
 
 def rnn_cell(x, h, weight_ih, weight_hh, bias_ih, bias_hh):
@@ -106,7 +92,7 @@ def lstm_cell(x, state, weight_ih, weight_hh, bias_ih, bias_hh):
         raise TypeError("state must be a pair (h, c) of (B, H) tensors")
     h, c = state
     check_cell_args(x, h, weight_ih, weight_hh, bias_ih, bias_hh, gates=4)
-    check_tensor(c, "c", tuple(h.shape))
+    expect_tensor(c, "c", tuple(h.shape), "(B, H)")
     ### BEGIN SOLUTION
     a = x @ weight_ih.T + bias_ih + h @ weight_hh.T + bias_hh  # (B, 4H)
     a_i, a_f, a_g, a_o = a.chunk(4, dim=1)  # each (B, H)

@@ -18,6 +18,7 @@ from course_lib import checks
 from course_lib.activations import log_softmax
 from course_lib.checks import expect_shape
 from course_lib.progress import progress_bar
+from course_lib.training import TrainingHistory, blas_threads
 from course_lib.recurrent.clipping import clip_gradients
 from course_lib.recurrent.elman import rnn_backward, rnn_forward, rnn_step
 from course_lib.recurrent.perplexity import flatten_positions
@@ -182,11 +183,10 @@ def train_rnn_lm_numpy(ids, vocab_size, embed_dim: int = 32, hidden_size: int = 
 
     Returns:
         ``(params, history)``: the trained parameters (see :func:`init_lm_params`) and
-        a dict of ``(steps,)`` float64 arrays, ``"loss"`` (the mean cross-entropy of
-        each step, in nats) and ``"grad_norm"`` (the global gradient norm before clipping).
+        a :class:`~course_lib.training.TrainingHistory` with ``(steps,)`` float64 records ``"loss"``
+        (the mean cross-entropy of each step, in nats) and ``"grad_norm"`` (the global gradient
+        norm before clipping).
     """
-    from threadpoolctl import threadpool_limits
-
     vocab_size = checks.positive_int(vocab_size, "vocab_size")
     ids = checks.token_ids(ids, vocab_size, "ids")
     seq_len = checks.positive_int(seq_len, "seq_len")
@@ -207,7 +207,7 @@ def train_rnn_lm_numpy(ids, vocab_size, embed_dim: int = 32, hidden_size: int = 
     h = None
     # The matrices are small: one BLAS thread is fastest, and several threads that spin while
     # waiting slow the loop down by an order of magnitude when the machine is busy.
-    with threadpool_limits(limits=1, user_api="blas"), \
+    with blas_threads(1), \
             progress_bar(steps, "RNN LM (numpy)", progress) as bar:
         for k in range(steps):
             chunk = k % n_chunks
@@ -226,7 +226,7 @@ def train_rnn_lm_numpy(ids, vocab_size, embed_dim: int = 32, hidden_size: int = 
                 params[name] -= lr * m_hat / (np.sqrt(v_hat) + eps)
             bar.update(1)
             bar.set_postfix(loss=f"{losses[k]:.3f}", refresh=False)
-    return params, {"loss": losses, "grad_norm": norms}
+    return params, TrainingHistory({"loss": losses, "grad_norm": norms})
 
 
 def lm_next_logits(params, step_fn: Callable = rnn_step):

@@ -25,8 +25,8 @@ from torch.nn import functional as F
 from course_lib import checks
 from course_lib.recurrent.cells import LSTMCell
 from course_lib.text.vocabulary import Vocabulary
-from course_lib.recurrent.language_model import check_token_batch, eval_mode, optimizer_step
 from course_lib.progress import progress_bar
+from course_lib.training import TrainingHistory, eval_mode, optimizer_step, torch_seed
 from course_lib.recurrent.layers import Recurrent, bidirectional
 
 
@@ -140,7 +140,7 @@ class BiLanguageModel(nn.Module):
 
     def layers(self, ids: torch.Tensor, lengths=None) -> torch.Tensor:
         """All layer representations of ``ids`` ``(B, T)``: ``(L + 1, B, T, 2H)``."""
-        embedded = self.embedding(check_token_batch(ids))  # (B, T, H)
+        embedded = self.embedding(checks.token_batch(ids))  # (B, T, H)
         stacks, _ = self.bidirectional_fn(self.dropout(embedded), lengths, self.forward_stack,
                                           self.backward_stack)  # (B, T, L, 2H)
         token = torch.cat([embedded, embedded], dim=-1).unsqueeze(2)  # (B, T, 1, 2H)
@@ -180,17 +180,17 @@ def train_bilm(model: BiLanguageModel, ids, steps: int, seq_len: int = 32, batch
         progress: show a tqdm bar.
 
     Returns:
-        ``{"forward_loss": (steps,), "backward_loss": (steps,), "grad_norm": (steps,)}``.
+        a :class:`~course_lib.training.TrainingHistory` with records ``"forward_loss"``,
+        ``"backward_loss"`` and ``"grad_norm"``, each ``(steps,)``. The model is trained in place.
     """
     ids = checks.token_ids(ids, model.readout.out_features)
     if len(ids) <= seq_len:
         raise ValueError(f"need more than seq_len={seq_len} ids, got {len(ids)}")
     rng = np.random.default_rng(seed)
-    torch.manual_seed(seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     history = {"forward_loss": [], "backward_loss": [], "grad_norm": []}
     model.train()
-    with progress_bar(steps, "training the biLM", progress) as bar:
+    with torch_seed(seed), progress_bar(steps, "training the biLM", progress) as bar:
         for _ in range(checks.positive_int(steps, "steps")):
             forward_loss, backward_loss = model.losses(_windows(ids, seq_len, batch_size, rng))
             history["grad_norm"].append(optimizer_step(model, optimizer, (forward_loss + backward_loss) / 2,
@@ -198,7 +198,7 @@ def train_bilm(model: BiLanguageModel, ids, steps: int, seq_len: int = 32, batch
             history["forward_loss"].append(forward_loss.item())
             history["backward_loss"].append(backward_loss.item())
             bar.update(1)
-    return {key: np.array(value) for key, value in history.items()}
+    return TrainingHistory(history)
 
 
 @torch.no_grad()
@@ -237,7 +237,7 @@ def contextual_vectors(model: BiLanguageModel, vocab: Vocabulary, sentences: Seq
 
 
 def fit_scalar_mix(layers: torch.Tensor, labels, num_classes: int, steps: int = 300, lr: float = 0.05,
-                   seed: int = 0, mix_fn: Callable = scalar_mix) -> tuple[ScalarMix, nn.Linear, np.ndarray]:
+                   seed: int = 0, mix_fn: Callable = scalar_mix) -> tuple[ScalarMix, nn.Linear, TrainingHistory]:
     """Learn a task's mix ``s, gamma`` together with a linear classifier on the mixed vectors. Chapter 4.
 
     Minimizes the cross-entropy of ``softmax(A ELMo_k + a)`` for the labels
@@ -251,15 +251,16 @@ def fit_scalar_mix(layers: torch.Tensor, labels, num_classes: int, steps: int = 
         mix_fn: the mixing function.
 
     Returns:
-        ``(mix, classifier, losses)``; ``mix.layer_weights()`` is the learned ``s``.
+        ``(mix, classifier, history)``: ``mix.layer_weights()`` is the learned ``s``; ``history["loss"]``
+        ``(steps,)`` is the cross-entropy at each step (a :class:`~course_lib.training.TrainingHistory`).
     """
     if not isinstance(layers, torch.Tensor) or layers.dim() != 3:
         raise ValueError(f"layers must be a (L + 1, N, D) tensor, got {getattr(layers, 'shape', layers)}")
     labels = torch.as_tensor(checks.token_ids(labels, num_classes, "labels"))
     if labels.shape[0] != layers.shape[1]:
         raise ValueError(f"{labels.shape[0]} labels for {layers.shape[1]} tokens")
-    torch.manual_seed(seed)
-    mix, classifier = ScalarMix(layers.shape[0], mix_fn), nn.Linear(layers.shape[2], num_classes)
+    with torch_seed(seed):  # the classifier's initial weights
+        mix, classifier = ScalarMix(layers.shape[0], mix_fn), nn.Linear(layers.shape[2], num_classes)
     optimizer = torch.optim.Adam(list(mix.parameters()) + list(classifier.parameters()), lr=lr)
     layers = layers.detach().to(mix.weights.dtype)
     losses = []
@@ -269,4 +270,4 @@ def fit_scalar_mix(layers: torch.Tensor, labels, num_classes: int, steps: int = 
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
-    return mix, classifier, np.array(losses)
+    return mix, classifier, TrainingHistory({"loss": losses})

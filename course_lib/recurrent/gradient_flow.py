@@ -15,7 +15,8 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from course_lib.recurrent.language_model import RecurrentLanguageModel, eval_mode
+from course_lib.recurrent.language_model import RecurrentLanguageModel
+from course_lib.training import eval_mode
 
 
 def gradient_norms_through_time(model: RecurrentLanguageModel, ids: torch.Tensor) -> np.ndarray:

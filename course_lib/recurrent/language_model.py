@@ -11,7 +11,6 @@ stop at chunk boundaries. Perplexity is ``exp`` of the mean cross-entropy.
 
 from __future__ import annotations
 
-import contextlib
 import math
 from typing import Callable, Sequence
 
@@ -23,6 +22,7 @@ from torch.nn import functional as F
 from course_lib import checks
 from course_lib.text.vocabulary import Vocabulary
 from course_lib.progress import progress_bar
+from course_lib.training import TrainingHistory, eval_mode, optimizer_step, torch_seed
 from course_lib.recurrent.layers import RecurrentNetwork
 from course_lib.recurrent.sampling import sample
 
@@ -41,24 +41,6 @@ def batchify(ids, batch_size: int) -> torch.Tensor:
     if width < 2:
         raise ValueError(f"{len(ids)} ids are too few for {batch_size} rows of at least 2 tokens")
     return torch.as_tensor(ids[:width * batch_size].reshape(batch_size, width), dtype=torch.int64)
-
-
-def check_token_batch(ids) -> torch.Tensor:
-    """Raise unless ``ids`` is a ``(B, T)`` int64 tensor of token ids; return it. Chapters 3 and 4."""
-    if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.dtype != torch.int64:
-        raise ValueError(f"ids must be a (B, T) int64 tensor, got {getattr(ids, 'shape', type(ids).__name__)}")
-    return ids
-
-
-@contextlib.contextmanager
-def eval_mode(model: nn.Module):
-    """Run the block with ``model`` in evaluation mode (no dropout), then restore its mode. Chapters 3 and 4."""
-    was_training = model.training
-    model.eval()
-    try:
-        yield model
-    finally:
-        model.train(was_training)
 
 
 class RecurrentLanguageModel(nn.Module):
@@ -85,7 +67,7 @@ class RecurrentLanguageModel(nn.Module):
 
     def forward(self, ids: torch.Tensor, state=None):
         """``ids`` ``(B, T)`` and an optional carried state give ``(logits (B, T, V), final state)``."""
-        embedded = self.dropout(self.embedding(check_token_batch(ids)))  # (B, T, E)
+        embedded = self.dropout(self.embedding(checks.token_batch(ids)))  # (B, T, E)
         outputs, state = self.network(embedded, state=state)  # (B, T, H)
         return self.readout(self.dropout(outputs)), state  # (B, T, V)
 
@@ -99,22 +81,10 @@ def detach_state(state):
     return state.detach()
 
 
-def optimizer_step(model: nn.Module, optimizer, loss: torch.Tensor, max_norm: float | None) -> float:
-    """Backpropagate ``loss``, clip the gradients' global norm to ``max_norm``, step. Chapters 3 and 4.
-
-    Returns the gradient norm before clipping (``torch.nn.utils.clip_grad_norm_``).
-    """
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    params = [p for p in model.parameters() if p.grad is not None]
-    norm = torch.nn.utils.clip_grad_norm_(params, max_norm if max_norm else float("inf"))
-    optimizer.step()
-    return float(norm)
-
-
 def train_language_model(model: nn.Module, ids, steps: int, seq_len: int = 64, batch_size: int = 32,
                          lr: float = 3e-3, max_norm: float | None = 1.0, weight_decay: float = 0.0,
-                         valid_ids=None, eval_every: int = 100, seed: int = 0, progress: bool = True) -> dict:
+                         valid_ids=None, eval_every: int = 100, seed: int = 0,
+                         progress: bool = True) -> TrainingHistory:
     """Train a language model with Adam and truncated BPTT on a stream of ids. Chapters 3 and 4.
 
     Each step reads the next ``(B, T)`` chunk of :func:`batchify`'s rows,
@@ -131,25 +101,25 @@ def train_language_model(model: nn.Module, ids, steps: int, seq_len: int = 64, b
         seq_len, batch_size: ``T`` and ``B``.
         lr, max_norm, weight_decay: Adam's step size, the clipping norm (``None``: no clipping), L2.
         valid_ids: ``(M,)`` ids to measure perplexity on every ``eval_every`` steps, or ``None``.
-        seed: seeds torch's global generator, which dropout draws from.
+        seed: seeds dropout (torch's global generator, restored afterwards: :func:`~course_lib.training.torch_seed`).
         progress: show a tqdm bar.
 
     Returns:
-        ``{"loss": (steps,), "grad_norm": (steps,), "valid_step": (E,), "valid_perplexity": (E,)}``
-        as numpy arrays.
+        a :class:`~course_lib.training.TrainingHistory` with records ``"loss"`` ``(steps,)``,
+        ``"grad_norm"`` ``(steps,)`` (before clipping), ``"valid_step"`` and ``"valid_perplexity"``
+        ``(n_eval,)``. The model is trained in place.
     """
     steps = checks.positive_int(steps, "steps")
     eval_every = checks.positive_int(eval_every, "eval_every")
     if max_norm is not None and not max_norm > 0:
         raise ValueError(f"max_norm must be positive, or None for no clipping; got {max_norm!r}")
-    torch.manual_seed(seed)
     data = batchify(ids, batch_size)  # (B, M)
     if data.shape[1] <= seq_len:
         raise ValueError(f"each of the {batch_size} rows has {data.shape[1]} tokens; need more than seq_len={seq_len}")
     optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     history = {"loss": [], "grad_norm": [], "valid_step": [], "valid_perplexity": []}
     state, position = None, 0
-    with progress_bar(steps, "training", progress) as bar:
+    with torch_seed(seed), progress_bar(steps, "training", progress) as bar:
         for step in range(1, steps + 1):
             if position + seq_len + 1 > data.shape[1]:
                 state, position = None, 0  # wrap around: start the rows again from a zero state
@@ -166,7 +136,7 @@ def train_language_model(model: nn.Module, ids, steps: int, seq_len: int = 64, b
                 history["valid_perplexity"].append(evaluate_perplexity(model, valid_ids, seq_len, batch_size))
             bar.update(1)
             bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
-    return {key: np.array(value) for key, value in history.items()}
+    return TrainingHistory(history)
 
 
 @torch.no_grad()

@@ -19,6 +19,7 @@ from typing import Callable
 import torch
 from torch import nn
 
+from course_lib import checks
 from course_lib.recurrent.cells import CELLS, Cell
 
 
@@ -27,35 +28,6 @@ def _select(mask: torch.Tensor, new, old):
     if isinstance(new, tuple):
         return tuple(_select(mask, n, o) for n, o in zip(new, old))
     return torch.where(mask, new, old)
-
-
-def check_lengths(lengths, batch_size: int, steps: int) -> torch.Tensor:
-    """Return ``lengths`` as a ``(B,)`` int64 tensor with every length in ``[1, T]``. Chapters 3 and 4.
-
-    ``None`` means every sequence fills all ``T`` steps.
-    """
-    if lengths is None:
-        return torch.full((batch_size,), steps, dtype=torch.int64)
-    lengths = torch.as_tensor(lengths)
-    if lengths.shape != (batch_size,) or lengths.dtype.is_floating_point:
-        raise ValueError(f"lengths must be {batch_size} integers (one per sequence), got "
-                         f"shape {tuple(lengths.shape)} and dtype {lengths.dtype}")
-    lengths = lengths.to(torch.int64).cpu()
-    if batch_size and (lengths.min() < 1 or lengths.max() > steps):
-        raise ValueError(f"lengths must lie in [1, {steps}] for sequences of {steps} steps, "
-                         f"got {lengths.min().item()}..{lengths.max().item()}")
-    return lengths
-
-
-def check_sequence(x, name: str = "x") -> torch.Tensor:
-    """Raise unless ``x`` is a batch-first ``(B, T, I)`` float tensor with ``T >= 1``. Chapters 3 and 4."""
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor of shape (B, T, I), got {type(x).__name__}")
-    if x.dim() != 3 or x.shape[1] == 0:
-        raise ValueError(f"{name} must have shape (B, T, I) with T >= 1 (batch first), got {tuple(x.shape)}")
-    if not x.is_floating_point():
-        raise TypeError(f"{name} must be a float tensor, got dtype {x.dtype}; embed token ids first")
-    return x
 
 
 class Recurrent(nn.Module):
@@ -83,9 +55,9 @@ class Recurrent(nn.Module):
             tensor the next step reads (so ``torch.autograd.grad(loss, states)``
             gives ``dL/dh_t``).
         """
-        x = check_sequence(x)
+        x = checks.sequence_batch(x)
         batch, steps = x.shape[:2]
-        lengths = check_lengths(lengths, batch, steps).to(x.device)
+        lengths = checks.sequence_lengths(lengths, batch, steps).to(x.device)
         masked = bool((lengths < steps).any())  # only then do states need holding
         if state is None:
             state = self.cell.initial_state(batch, x)
@@ -132,7 +104,7 @@ def bidirectional(x, lengths, forward, backward):
     """
     if not isinstance(x, torch.Tensor) or x.dim() < 3:
         raise ValueError(f"x must be a tensor of shape (B, T, ...), got {getattr(x, 'shape', type(x).__name__)}")
-    lengths = check_lengths(lengths, x.shape[0], x.shape[1]).to(x.device)
+    lengths = checks.sequence_lengths(lengths, x.shape[0], x.shape[1]).to(x.device)
     ### BEGIN SOLUTION
     t = torch.arange(x.shape[1], device=x.device)  # (T,)
     source = lengths.unsqueeze(1) - 1 - t  # (B, T) position that step t of the reversal reads
@@ -209,7 +181,7 @@ class RecurrentNetwork(nn.Module):
             ordered as PyTorch orders them (layer by layer, forward before backward).
         """
         finals = []
-        inputs = check_sequence(x)
+        inputs = checks.sequence_batch(x)
         for number, directions in enumerate(self.layers):
             if number > 0:
                 inputs = self.dropout(inputs)

@@ -1,7 +1,8 @@
 """Real English text that ships offline. Chapter 1 on.
 
 Every loader reads files that an installed package ships; nothing is downloaded.
-Each loader's docstring names the text's source and licence.
+Each loader's docstring names the text's source and licence. See
+:doc:`/chapters/ch01_counts`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Splitting text into tokens. Chapter 1 on.
 
 Word tokens for the count models, word2vec and the word-level language models.
+See :doc:`/chapters/ch01_counts`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""Vocabularies: word types, their ids and counts, and text as a stream of ids. Chapter 1 on."""
+"""Vocabularies: word types, their ids and counts, and text as a stream of ids. Chapter 1 on.
+
+See :doc:`/chapters/ch01_counts` (vocabularies) and :doc:`/chapters/ch03_rnn`
+(special tokens, streams of ids for language models).
+"""
 
 from __future__ import annotations
 
@@ -39,7 +43,7 @@ class Vocabulary:
     @classmethod
     def build(cls, documents: Iterable[Sequence[str]], min_count: int = 1,
               max_size: int | None = None) -> "Vocabulary":
-        """Count the tokens of ``documents`` and keep the frequent ones.
+        """Return the vocabulary of ``documents``: count their tokens and keep the frequent ones.
 
         Args:
             documents: an iterable of token lists.
@@ -71,16 +75,16 @@ class Vocabulary:
             raise KeyError(f"{word!r} is not in the vocabulary of {len(self)} words") from None
 
     def encode(self, tokens: Sequence[str]) -> np.ndarray:
-        """Map tokens to ids, dropping tokens outside the vocabulary.
+        """Return the ids of ``tokens``, dropping tokens outside the vocabulary.
 
-        Returns a ``(T',)`` int64 array, ``T' <= len(tokens)``.
+        Returns a ``(N,)`` int64 array, ``N <= len(tokens)``.
         """
         if isinstance(tokens, str):
             raise TypeError("encode expects a list of tokens, not a string; call tokenize() first")
         return np.array([self.index[t] for t in tokens if t in self.index], dtype=np.int64)
 
     def decode(self, ids) -> list[str]:
-        """Map ids back to words. ``ids``: ``(T,)`` ints in ``[0, V)``."""
+        """Return the words of ``ids``, a ``(N,)`` array of ints in ``[0, V)``: a list of ``N`` strings."""
         return [self.words[i] for i in checks.token_ids(ids, len(self))]
 
 
@@ -98,7 +102,7 @@ def stream_ids(documents: Sequence[Sequence[str]], vocab: Vocabulary, unknown: s
     ``separator`` (if in ``vocab``) ends every document.
 
     Args:
-        documents: ``D`` lists of tokens (words), or strings (read as characters).
+        documents: ``n_docs`` lists of tokens (words), or strings (read as characters).
         vocab: the vocabulary, including ``unknown`` and ``separator``.
 
     Returns:

@@ -3,6 +3,7 @@
 The chapter's path: one-hot vectors (no notion of similarity), bags of words
 and TF-IDF for documents, word-context co-occurrence counts, positive PMI,
 truncated SVD for dense word vectors, and cosine similarity for comparing them.
+See :doc:`/chapters/ch01_counts`.
 
 Four functions here are exercises of assignment ps01 (``one_hot``, ``tfidf``,
 ``ppmi``, ``cosine_similarity``): their bodies sit between the solution
@@ -49,11 +50,11 @@ def bag_of_words(documents: Sequence, vocab_size: int) -> sp.csr_matrix:
     the sum of the one-hot vectors of the document's tokens. Chapter 1.
 
     Args:
-        documents: ``D`` documents, each a ``(T_d,)`` array of word ids.
+        documents: ``n_docs`` documents, each a ``(T_d,)`` array of word ids.
         vocab_size: ``V``.
 
     Returns:
-        ``(D, V)`` sparse CSR matrix of counts (float64).
+        ``(n_docs, V)`` sparse CSR matrix of counts (float64).
     """
     checks.positive_int(vocab_size, "vocab_size")
     rows, cols = [], []
@@ -71,23 +72,23 @@ def bag_of_words(documents: Sequence, vocab_size: int) -> sp.csr_matrix:
 def tfidf(counts, smooth_idf=True, normalize=True):
     """Weight a document-term count matrix by term frequency times inverse document frequency.
 
-    With ``D`` documents and ``df_w`` the number of documents that contain word
+    With ``n_docs`` documents and ``df_w`` the number of documents that contain word
     ``w``, the inverse document frequency is
 
-    ``idf_w = ln((1 + D) / (1 + df_w)) + 1`` if ``smooth_idf``, else ``ln(D / df_w) + 1``
+    ``idf_w = ln((1 + n_docs) / (1 + df_w)) + 1`` if ``smooth_idf``, else ``ln(n_docs / df_w) + 1``
 
     and ``tfidf[d, w] = counts[d, w] * idf_w``. With ``normalize`` each row is
     then divided by its Euclidean norm (rows of zeros stay zero). These are the
     conventions of scikit-learn's ``TfidfTransformer``. Chapter 1, exercise of ps01.
 
     Args:
-        counts: ``(D, V)`` non-negative counts, a numpy array or scipy sparse matrix.
-        smooth_idf: add one to ``D`` and every ``df_w``, as if one extra document
+        counts: ``(n_docs, V)`` non-negative counts, a numpy array or scipy sparse matrix.
+        smooth_idf: add one to ``n_docs`` and every ``df_w``, as if one extra document
             contained every word once (no division by zero for unseen words).
         normalize: scale each row to unit L2 norm.
 
     Returns:
-        ``(D, V)`` scipy sparse CSR matrix (float64).
+        ``(n_docs, V)`` scipy sparse CSR matrix (float64).
     """
     counts = sp.csr_matrix(checks.matrix(counts, "counts", nonnegative=True))
     ### BEGIN SOLUTION
@@ -99,9 +100,9 @@ def tfidf(counts, smooth_idf=True, normalize=True):
         with np.errstate(divide="ignore"):
             idf = np.log(n_docs / df) + 1  # (V,); inf only where df = 0, never used
         idf[df == 0] = 0.0
-    weighted = sp.csr_matrix(counts.multiply(idf[None, :]))  # (D, V)
+    weighted = sp.csr_matrix(counts.multiply(idf[None, :]))  # (n_docs, V)
     if normalize:
-        norms = np.sqrt(np.asarray(weighted.multiply(weighted).sum(axis=1)).ravel())  # (D,)
+        norms = np.sqrt(np.asarray(weighted.multiply(weighted).sum(axis=1)).ravel())  # (n_docs,)
         norms[norms == 0] = 1.0
         weighted = sp.csr_matrix(weighted.multiply(1.0 / norms[:, None]))
     return weighted
@@ -112,13 +113,14 @@ def cooccurrence_matrix(documents: Sequence, vocab_size: int, window: int = 4,
                         harmonic: bool = False) -> sp.csr_matrix:
     """Count how often each word appears near each other word.
 
-    ``C[w, c]`` counts the pairs of positions ``(i, j)`` in the same document
+    ``cooc[w, c]`` counts the pairs of positions ``(i, j)`` in the same document
     with ``0 < |i - j| <= window``, word ``w`` at ``i`` and context ``c`` at
     ``j``. With ``harmonic`` a pair at distance ``k`` adds ``1/k`` instead of 1
-    (as GloVe does). ``C`` is symmetric. Chapter 1.
+    (as GloVe does). ``cooc`` is symmetric: its ``C = V`` contexts are the words
+    themselves. Chapter 1.
 
     Args:
-        documents: ``D`` documents, each a ``(T_d,)`` array of word ids.
+        documents: ``n_docs`` documents, each a ``(T_d,)`` array of word ids.
         vocab_size: ``V``.
         window: the largest distance that counts.
         harmonic: weight pairs by the inverse of their distance.
@@ -147,13 +149,14 @@ def cooccurrence_matrix(documents: Sequence, vocab_size: int, window: int = 4,
 def ppmi(cooc, alpha=0.75):
     """Positive pointwise mutual information of a word-context count matrix.
 
-    With ``N = sum(C)``, ``P(w, c) = C[w, c] / N``, ``P(w) = sum_c C[w, c] / N``
-    and the context distribution smoothed by ``alpha`` (Levy et al., 2015),
-    ``P_alpha(c) = n_c ** alpha / sum_c' n_c' ** alpha`` with ``n_c = sum_w C[w, c]``:
+    With ``total = sum(cooc)``, ``P(w, c) = cooc[w, c] / total``,
+    ``P(w) = sum_c cooc[w, c] / total`` and the context distribution smoothed by
+    ``alpha`` (Levy et al., 2015),
+    ``P_alpha(c) = n_c ** alpha / sum_c' n_c' ** alpha`` with ``n_c = sum_w cooc[w, c]``:
 
     ``PPMI(w, c) = max(0, log(P(w, c) / (P(w) * P_alpha(c))))``
 
-    Pairs never seen together (``C[w, c] = 0``) get 0. ``alpha = 1`` gives
+    Pairs never seen together (``cooc[w, c] = 0``) get 0. ``alpha = 1`` gives
     plain PPMI. Chapter 1, exercise of ps01.
 
     Args:
@@ -187,21 +190,21 @@ def ppmi(cooc, alpha=0.75):
 def truncated_svd(matrix, dim: int, power: float = 0.5, seed: int = 0) -> np.ndarray:
     """Dense word vectors from the top singular vectors of a (sparse) matrix.
 
-    With the rank-``k`` SVD ``M ~ U_k S_k V_k^T`` (``k = dim``), returns
-    ``U_k S_k ** power``. ``power = 1`` is the plain low-rank projection;
-    ``power = 0.5`` weights the dimensions more evenly, which usually gives better
+    With the rank-``k`` SVD ``M ~ U_k S_k V_k^T`` (``k = dim``, the embedding
+    size ``E`` of the word vectors), returns ``U_k S_k ** power``.
+    ``power = 1`` is the plain low-rank projection; ``power = 0.5`` weights the dimensions more evenly, which usually gives better
     word similarities (Levy et al., 2015). Columns are ordered by decreasing
     singular value and each column's sign is fixed so that its largest-magnitude
     entry is positive, so the result is reproducible. Chapter 1.
 
     Args:
         matrix: ``(V, C)`` numpy array or scipy sparse matrix.
-        dim: ``k``, the number of dimensions to keep, ``k < min(V, C)``.
+        dim: ``E``, the number of dimensions to keep, ``E < min(V, C)``.
         power: the exponent applied to the singular values.
         seed: seeds the starting vector of the iterative solver.
 
     Returns:
-        ``(V, k)`` float64 array.
+        ``(V, E)`` float64 array.
     """
     from scipy.sparse.linalg import svds
 
@@ -210,11 +213,11 @@ def truncated_svd(matrix, dim: int, power: float = 0.5, seed: int = 0) -> np.nda
     if dim >= min(matrix.shape):
         raise ValueError(f"dim must be smaller than both sides of the {matrix.shape} matrix, got {dim}")
     v0 = np.random.default_rng(seed).uniform(-1, 1, size=min(matrix.shape))
-    u, s, _vt = svds(matrix, k=dim, v0=v0)  # u: (V, k), s: (k,)
+    u, s, _vt = svds(matrix, k=dim, v0=v0)  # u: (V, E), s: (E,)
     order = np.argsort(-s)
     u, s = u[:, order], s[order]
-    signs = np.sign(u[np.abs(u).argmax(axis=0), np.arange(dim)])  # (k,)
-    return u * signs * s ** power  # (V, k)
+    signs = np.sign(u[np.abs(u).argmax(axis=0), np.arange(dim)])  # (E,)
+    return u * signs * s ** power  # (V, E)
 
 
 def cosine_similarity(a, b=None):
@@ -226,8 +229,8 @@ def cosine_similarity(a, b=None):
     exercise of ps01.
 
     Args:
-        a: ``(N, d)`` array of row vectors.
-        b: ``(M, d)`` array of row vectors; ``None`` means ``b = a``.
+        a: ``(N, E)`` array of row vectors.
+        b: ``(M, E)`` array of row vectors; ``None`` means ``b = a``.
 
     Returns:
         ``(N, M)`` float64 array.
@@ -237,8 +240,8 @@ def cosine_similarity(a, b=None):
     if a.shape[1] != b.shape[1]:
         raise ValueError(f"a and b must have the same number of columns, got {a.shape} and {b.shape}")
     ### BEGIN SOLUTION
-    def unit_rows(x):  # (n, d) -> (n, d), zero rows stay zero
-        norms = np.linalg.norm(x, axis=1, keepdims=True)  # (n, 1)
+    def unit_rows(x):  # (N, E) -> (N, E), zero rows stay zero
+        norms = np.linalg.norm(x, axis=1, keepdims=True)  # (N, 1)
         return x / np.where(norms == 0, 1.0, norms)
 
     return unit_rows(a) @ unit_rows(b).T  # (N, M)
@@ -253,13 +256,13 @@ def nearest_neighbours(vectors, queries, k: int = 5,
     :func:`cosine_similarity`; the assignment passes the student's own.
 
     Args:
-        vectors: ``(V, d)`` array, one row per word.
-        queries: ``(Q,)`` integer row ids to find neighbours for.
+        vectors: ``(V, E)`` array, one row per word.
+        queries: ``(N,)`` integer row ids to find neighbours for.
         k: how many neighbours to return per query.
-        similarity: ``(Q, d), (V, d) -> (Q, V)`` similarity function.
+        similarity: ``(N, E), (V, E) -> (N, V)`` similarity function.
 
     Returns:
-        ``(ids, scores)``: two ``(Q, k)`` arrays, the neighbours' row ids and
+        ``(ids, scores)``: two ``(N, k)`` arrays, the neighbours' row ids and
         their similarities, most similar first.
     """
     vectors = checks.matrix(vectors, "vectors", allow_sparse=False)
@@ -267,11 +270,11 @@ def nearest_neighbours(vectors, queries, k: int = 5,
     k = checks.positive_int(k, "k")
     if k >= len(vectors):
         raise ValueError(f"k must be smaller than the number of vectors ({len(vectors)}), got {k}")
-    scores = np.array(similarity(vectors[queries], vectors), dtype=np.float64)  # (Q, V)
+    scores = np.array(similarity(vectors[queries], vectors), dtype=np.float64)  # (N, V)
     if scores.shape != (len(queries), len(vectors)):
         raise ValueError(f"similarity returned shape {scores.shape}, expected {(len(queries), len(vectors))}")
     scores[np.arange(len(queries)), queries] = -np.inf  # a word is not its own neighbour
-    ids = np.argsort(-scores, axis=1, kind="stable")[:, :k]  # (Q, k)
+    ids = np.argsort(-scores, axis=1, kind="stable")[:, :k]  # (N, k)
     return ids, np.take_along_axis(scores, ids, axis=1)
 
 
@@ -281,7 +284,7 @@ def neighbour_table(vocab, vectors, words: Sequence[str], k: int = 5,
 
     Args:
         vocab: a :class:`course_lib.text.vocabulary.Vocabulary` whose ids index ``vectors``.
-        vectors: ``(V, d)`` word vectors.
+        vectors: ``(V, E)`` word vectors.
         words: the query words.
         k: neighbours per word.
         similarity: as in :func:`nearest_neighbours`.
@@ -307,16 +310,16 @@ def word_vectors(documents: Sequence, vocab_size: int, dim: int = 100, window: i
     Chapter 1; ``weighting`` is any function with the signature of :func:`ppmi`.
 
     Args:
-        documents: ``D`` documents, each a ``(T_d,)`` array of word ids.
+        documents: ``n_docs`` documents, each a ``(T_d,)`` array of word ids.
         vocab_size: ``V``.
-        dim: ``k``, dimensions of the word vectors.
+        dim: ``E``, dimensions of the word vectors.
         window: co-occurrence window.
         alpha: context-distribution smoothing passed to ``weighting``.
         weighting: ``(V, V) counts -> (V, V)`` association matrix.
         seed: seed of the SVD solver.
 
     Returns:
-        ``(V, k)`` array of word vectors.
+        ``(V, E)`` array of word vectors.
     """
     cooc = cooccurrence_matrix(documents, vocab_size, window=window)
     return truncated_svd(weighting(cooc, alpha=alpha), dim, seed=seed)

@@ -18,6 +18,7 @@ import numpy as np
 
 from course_lib import checks
 from course_lib.progress import progress_bar
+from course_lib.training import TrainingHistory, torch_threads
 from course_lib.activations import logistic as sigmoid  # sigma(x), stable for large |x|; ps02 imports it from here
 
 
@@ -212,7 +213,8 @@ def train_sgns_numpy(documents: Sequence, counts, dim: int = 50, window: int = 5
         progress: show a tqdm progress bar.
 
     Returns:
-        ``(vectors, losses)``: ``(V, dim)`` input vectors and the loss of each batch.
+        ``(vectors, history)``: ``(V, dim)`` input vectors and a
+        :class:`~course_lib.training.TrainingHistory` whose ``"loss"`` record holds the loss of each batch.
     """
     counts = np.asarray(counts)
     rng = np.random.default_rng(seed)
@@ -238,7 +240,7 @@ def train_sgns_numpy(documents: Sequence, counts, dim: int = 50, window: int = 5
                 _scatter_add(w_out, k.ravel(), -step * g_k.reshape(-1, dim))
                 losses.append(loss)
                 bar.update(len(batch))
-    return w_in, np.array(losses)
+    return w_in, TrainingHistory({"loss": losses})
 
 
 def train_sgns(documents: Sequence, counts, dim: int = 100, window: int = 5, negatives: int = 5,
@@ -278,14 +280,16 @@ def train_sgns(documents: Sequence, counts, dim: int = 100, window: int = 5, neg
         progress: show a tqdm progress bar.
 
     Returns:
-        ``(V, d)`` float32 numpy array of input vectors.
+        ``(vectors, history)``: a ``(V, d)`` float32 numpy array of input vectors and a
+        :class:`~course_lib.training.TrainingHistory` whose ``"pairs"`` record holds the number of
+        (center, context) pairs trained on in each epoch, after subsampling. No loss is recorded:
+        computing it would cost as much as a third of the update.
     """
     import torch
 
     counts = np.asarray(counts)
-    previous_threads = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
+    pairs_per_epoch = []
+    with torch_threads(threads):
         rng = np.random.default_rng(seed)
         generator = torch.Generator().manual_seed(seed)
         vocab_size = len(counts)
@@ -300,6 +304,7 @@ def train_sgns(documents: Sequence, counts, dim: int = 100, window: int = 5, neg
             centers = torch.as_tensor(centers).index_select(0, order)
             contexts = torch.as_tensor(contexts).index_select(0, order)
             n = len(centers)
+            pairs_per_epoch.append(n)
             n_batches = math.ceil(n / batch_size)
             all_noise = torch.multinomial(noise, n_batches * shared_negatives, replacement=True,
                                           generator=generator).view(n_batches, shared_negatives)
@@ -316,6 +321,4 @@ def train_sgns(documents: Sequence, counts, dim: int = 100, window: int = 5, neg
                     w_out.index_add_(0, k, g_k.T @ v, alpha=-step)  # (S, d)
                     w_in.index_add_(0, c, grad_v, alpha=-step)
                     bar.update(stop - start)
-        return w_in.numpy()
-    finally:
-        torch.set_num_threads(previous_threads)
+    return w_in.numpy(), TrainingHistory({"pairs": pairs_per_epoch})
