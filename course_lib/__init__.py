@@ -26,8 +26,8 @@ that follow the book:
 written with these letters, and each letter has one meaning across the library.
 Sums and products are written out (``(G*H, I)``, ``(B, T, 2H)``,
 ``(L + 1, B, T, 2H)``), ``...`` stands for any number of axes, and a lower-case
-name that is not in the table, as in ``(steps,)`` or ``(N, k)``, is the value of
-the function's argument of that name. No letter counts directions: outputs of
+name that is not in the table, as in ``(steps,)``, is the value of the
+function's argument of that name. No letter counts directions: outputs of
 both directions are ``(B, T, 2H)`` and the final states of ``L`` bidirectional
 layers ``(2L, B, H)``. A matrix whose name is a letter (the parameters
 ``params['V']`` or ``params['E']`` of the numpy language model) is named in

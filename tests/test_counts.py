@@ -515,7 +515,7 @@ def test_nearest_neighbours_uses_the_similarity_argument():
         calls.append((a.copy(), b.copy()))
         return -np.linalg.norm(a[:, None, :] - b[None, :, :], axis=-1)
 
-    ids, scores = nearest_neighbours(vectors, [0], k=3, similarity=negative_distance)
+    ids, scores = nearest_neighbours(vectors, [0], k=3, similarity_fn=negative_distance)
     assert len(calls) == 1
     np.testing.assert_array_equal(calls[0][0], vectors[[0]])
     np.testing.assert_array_equal(calls[0][1], vectors)
@@ -532,8 +532,8 @@ def test_nearest_neighbours_uses_the_similarity_argument():
 ])
 def test_nearest_neighbours_rejects_wrong_similarity_shape(wrong):
     vectors = np.random.default_rng(1).normal(size=(6, 3))
-    with pytest.raises(ValueError, match="similarity returned shape"):
-        nearest_neighbours(vectors, [0, 2], k=2, similarity=wrong)
+    with pytest.raises(ValueError, match="similarity_fn returned shape"):
+        nearest_neighbours(vectors, [0, 2], k=2, similarity_fn=wrong)
 
 
 @pytest.mark.parametrize("k", [6, 7, 0])
@@ -578,7 +578,7 @@ def test_word_vectors_passes_weighting_window_and_alpha_through(lee_slice):
         calls.append((cooc, alpha))
         return ppmi(cooc, alpha=1.0)
 
-    vectors = word_vectors(ids, len(vocab), dim=8, window=2, alpha=0.5, weighting=weighting, seed=1)
+    vectors = word_vectors(ids, len(vocab), dim=8, window=2, alpha=0.5, weighting_fn=weighting, seed=1)
     assert len(calls) == 1
     cooc, alpha = calls[0]
     assert alpha == 0.5

@@ -147,7 +147,7 @@ def test_check_gradient_uses_the_given_numerical_function_and_eps():
         return np.zeros_like(x)
 
     x = np.array([0.3, -0.2])
-    assert check_gradient(sum_of_sines, x, np.cos(x), eps=1e-4, numerical=zero_numerical) == 1.0
+    assert check_gradient(sum_of_sines, x, np.cos(x), eps=1e-4, numerical_fn=zero_numerical) == 1.0
     assert calls == [1e-4]
 
 

@@ -27,7 +27,7 @@ from course_lib.recurrent.elman_lm import (PARAM_NAMES, init_lm_params, lm_loss_
                                           softmax_cross_entropy, train_rnn_lm_numpy)
 from course_lib.recurrent.sampling import sample
 
-SHAPES = [(1, 1, 1, 1), (1, 5, 3, 4), (4, 1, 3, 2), (3, 7, 5, 6), (8, 12, 4, 16)]  # (B, T, D, H)
+SHAPES = [(1, 1, 1, 1), (1, 5, 3, 4), (4, 1, 3, 2), (3, 7, 5, 6), (8, 12, 4, 16)]  # (B, T, I, H)
 SHAPE_IDS = [f"B{b}-T{t}-D{d}-H{h}" for b, t, d, h in SHAPES]
 
 
@@ -416,13 +416,13 @@ STEP_ARGS, BACKWARD_ARGS = ["x", "h_prev", "W", "U", "b"], ["dhs", "xs", "hs", "
 @pytest.mark.parametrize("fn, names, changes, match", [
     (rnn_step, STEP_ARGS, {"h_prev": np.zeros((2, 4))}, r"h_prev must have shape \(B, H\) = \(2, 5\), got \(2, 4\)"),
     (rnn_step, STEP_ARGS, {"x": np.zeros(4)}, "x must be a 2-D"),
-    (rnn_step, STEP_ARGS, {"W": np.zeros((5, 3))}, r"W must have shape \(H, D\)"),
+    (rnn_step, STEP_ARGS, {"W": np.zeros((5, 3))}, r"W must have shape \(H, I\)"),
     (rnn_step, STEP_ARGS, {"U": np.zeros((5, 4))}, r"U must have shape \(H, H\)"),
     (rnn_step, STEP_ARGS, {"b": np.zeros((1, 5))}, r"b must have shape \(H,\)"),
     (rnn_backward, BACKWARD_ARGS, {"dhs": np.zeros((2, 3, 4))}, r"dhs must have shape \(B, T, H\)"),
     (rnn_backward, BACKWARD_ARGS, {"hs": np.zeros((2, 4, 5))}, r"hs must have shape \(B, T, H\)"),
     (rnn_backward, BACKWARD_ARGS, {"h0": np.zeros((3, 5))}, r"h0 must have shape \(B, H\)"),
-    (rnn_backward, BACKWARD_ARGS, {"xs": np.zeros((2, 4))}, r"xs must have shape \(B, T, D\)"),
+    (rnn_backward, BACKWARD_ARGS, {"xs": np.zeros((2, 4))}, r"xs must have shape \(B, T, I\)"),
 ], ids=["step h_prev", "step x 1-D", "step W", "step U", "step b", "backward dhs", "backward hs", "backward h0",
         "backward xs 2-D"])
 def test_rnn_functions_name_the_argument_with_a_wrong_shape(fn, names, changes, match):

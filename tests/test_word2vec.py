@@ -382,7 +382,7 @@ def test_sgns_loss_finite_and_right_for_large_dot_products(scale):
     ((4, 3), (4, 2, 2)),     # negatives have another dimension
 ])
 def test_sgns_rejects_mismatched_shapes(context_shape, negatives_shape):
-    with pytest.raises(ValueError, match=r"\(B, K, d\)"):
+    with pytest.raises(ValueError, match=r"\(B, K, E\)"):
         sgns_loss_and_grads(np.zeros((4, 3)), np.zeros(context_shape), np.zeros(negatives_shape))
 
 

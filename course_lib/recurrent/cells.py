@@ -11,7 +11,8 @@ candidate).
 
 Exercises of assignment ps04 here: ``lstm_cell`` and ``gru_cell``. The cell
 modules take the cell function as an argument, so an assignment can train a
-network built on its own function.
+network built on its own function. See :doc:`/chapters/ch03_rnn` (the RNN cell)
+and :doc:`/chapters/ch04_lstm` (LSTM and GRU).
 """
 
 from __future__ import annotations
@@ -178,6 +179,7 @@ class Cell(nn.Module):
         return self.cell_fn(x, state, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
 
     def extra_repr(self) -> str:
+        """The sizes ``I``, ``H`` and the cell function, shown in ``repr(cell)``."""
         return f"{self.input_size}, {self.hidden_size}, cell_fn={getattr(self.cell_fn, '__name__', self.cell_fn)}"
 
 

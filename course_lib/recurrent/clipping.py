@@ -6,7 +6,7 @@ exploding gradients of Bengio et al., 1994) and one update throws the
 parameters far away. Pascanu et al. (2013) rescale the whole gradient when its
 norm exceeds a threshold: the direction is kept, only the step is shortened.
 
-Exercise of assignment ps03 here: ``clip_gradients``.
+Exercise of assignment ps03 here: ``clip_gradients``. See :doc:`/chapters/ch03_rnn`.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def clip_gradients(grads, max_norm):
 
     Args:
         grads: a non-empty list or tuple of numeric arrays, any shapes, e.g.
-            ``[dW (H, D), dU (H, H), db (H,)]``.
+            ``[dW (H, I), dU (H, H), db (H,)]``.
         max_norm: the largest global norm allowed, a positive number.
 
     Returns:

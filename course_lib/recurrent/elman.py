@@ -4,13 +4,14 @@ An Elman network (Elman, 1990) reads a sequence ``x_1 ... x_T`` one vector at
 a time and keeps a hidden state that summarizes what it has read:
 
 ``h_t = tanh(U h_{t-1} + W x_t + b)``, and, as a language model, scores for the
-next token ``z_t = V h_t + c``.
+next token ``z_t = V h_t + c`` (the read-out weights ``params['V']`` of
+:mod:`course_lib.recurrent.elman_lm`, of shape ``(V, H)``).
 
-The code stores a batch of ``B`` sequences as rows, so with ``D`` input
-features and ``H`` hidden units: ``x_t`` is ``(B, D)``, ``h_t`` is ``(B, H)``,
-``W`` is ``(H, D)``, ``U`` is ``(H, H)``, ``b`` is ``(H,)``, and a step is
+The code stores a batch of ``B`` sequences as rows, so with ``I`` input
+features and ``H`` hidden units: ``x_t`` is ``(B, I)``, ``h_t`` is ``(B, H)``,
+``W`` is ``(H, I)``, ``U`` is ``(H, H)``, ``b`` is ``(H,)``, and a step is
 ``h_t = tanh(x_t W^T + h_{t-1} U^T + b)``. Gradients are propagated back
-through time by hand (Werbos, 1990).
+through time by hand (Werbos, 1990). See :doc:`/chapters/ch03_rnn`.
 
 Exercises of assignment ps03 here: ``rnn_step`` and ``rnn_backward``. The
 language model of :mod:`course_lib.recurrent.elman_lm` takes them as arguments.
@@ -32,18 +33,18 @@ def rnn_step(x, h_prev, W, U, b):
     the batch, the column-vector equation of the chapter. Chapter 3, exercise of ps03.
 
     Args:
-        x: ``(B, D)`` inputs ``x_t``.
+        x: ``(B, I)`` inputs ``x_t``.
         h_prev: ``(B, H)`` previous hidden states ``h_{t-1}``.
-        W: ``(H, D)`` input-to-hidden weights.
+        W: ``(H, I)`` input-to-hidden weights.
         U: ``(H, H)`` hidden-to-hidden (recurrent) weights.
         b: ``(H,)`` bias.
 
     Returns:
         ``(B, H)`` float64 array, the new hidden states ``h_t``, in ``(-1, 1)``.
     """
-    x = expect_shape(x, "x", (None, None), "(B, D)")
+    x = expect_shape(x, "x", (None, None), "(B, I)")
     batch, dim = x.shape
-    W = expect_shape(W, "W", (None, dim), "(H, D)")
+    W = expect_shape(W, "W", (None, dim), "(H, I)")
     hidden = len(W)
     h_prev = expect_shape(h_prev, "h_prev", (batch, hidden), "(B, H)")
     U = expect_shape(U, "U", (hidden, hidden), "(H, H)")
@@ -60,15 +61,15 @@ def rnn_forward(xs, h0, W, U, b, step_fn: Callable = rnn_step):
     run its own :func:`rnn_step`.
 
     Args:
-        xs: ``(B, T, D)`` input sequences.
+        xs: ``(B, T, I)`` input sequences.
         h0: ``(B, H)`` initial hidden states.
-        W, U, b: ``(H, D)``, ``(H, H)``, ``(H,)`` weights, as in :func:`rnn_step`.
+        W, U, b: ``(H, I)``, ``(H, H)``, ``(H,)`` weights, as in :func:`rnn_step`.
         step_fn: the step function.
 
     Returns:
         ``(B, T, H)`` float64 array: ``hs[:, t]`` is the hidden state after reading ``xs[:, t]``.
     """
-    xs = expect_shape(xs, "xs", (None, None, None), "(B, T, D)")
+    xs = expect_shape(xs, "xs", (None, None, None), "(B, T, I)")
     batch, steps, _dim = xs.shape
     h0 = expect_shape(h0, "h0", (batch, None), "(B, H)")
     hs = np.empty((batch, steps, h0.shape[1]))  # (B, T, H)
@@ -102,19 +103,19 @@ def rnn_backward(dhs, xs, hs, h0, W, U):
 
     Args:
         dhs: ``(B, T, H)`` gradients w.r.t. each ``h_t`` through its own output.
-        xs: ``(B, T, D)`` the inputs of the forward pass.
+        xs: ``(B, T, I)`` the inputs of the forward pass.
         hs: ``(B, T, H)`` the hidden states it returned (:func:`rnn_forward`).
         h0: ``(B, H)`` the initial states.
-        W: ``(H, D)`` input-to-hidden weights.
+        W: ``(H, I)`` input-to-hidden weights.
         U: ``(H, H)`` recurrent weights.
 
     Returns:
-        ``(dxs, dh0, dW, dU, db)``, float64 arrays of shapes ``(B, T, D)``,
-        ``(B, H)``, ``(H, D)``, ``(H, H)``, ``(H,)``.
+        ``(dxs, dh0, dW, dU, db)``, float64 arrays of shapes ``(B, T, I)``,
+        ``(B, H)``, ``(H, I)``, ``(H, H)``, ``(H,)``.
     """
-    xs = expect_shape(xs, "xs", (None, None, None), "(B, T, D)")
+    xs = expect_shape(xs, "xs", (None, None, None), "(B, T, I)")
     batch, steps, dim = xs.shape
-    W = expect_shape(W, "W", (None, dim), "(H, D)")
+    W = expect_shape(W, "W", (None, dim), "(H, I)")
     hidden = len(W)
     U = expect_shape(U, "U", (hidden, hidden), "(H, H)")
     hs = expect_shape(hs, "hs", (batch, steps, hidden), "(B, T, H)")
@@ -128,9 +129,9 @@ def rnn_backward(dhs, xs, hs, h0, W, U):
         dh_next = das[:, t] @ U  # (B, H)
     h_prevs = np.concatenate([h0[:, None], hs[:, :-1]], axis=1)  # (B, T, H) h_{t-1}
     flat_das = das.reshape(-1, hidden)  # (B*T, H)
-    dW = flat_das.T @ xs.reshape(-1, dim)  # (H, D)
+    dW = flat_das.T @ xs.reshape(-1, dim)  # (H, I)
     dU = flat_das.T @ h_prevs.reshape(-1, hidden)  # (H, H)
     db = flat_das.sum(axis=0)  # (H,)
-    dxs = das @ W  # (B, T, D)
+    dxs = das @ W  # (B, T, I)
     return dxs, dh_next, dW, dU, db
     ### END SOLUTION

@@ -5,6 +5,13 @@ Scores for the next token are ``z_t = V h_t + c`` with ``h_t`` from
 ``softmax(z_t)``. Training uses truncated backpropagation through time
 (:func:`course_lib.recurrent.elman.rnn_backward`), global-norm gradient clipping and
 Adam. The exercise functions of ps03 are arguments, so an assignment trains with its own.
+
+The parameters are a dict whose keys are the letters of the equations,
+``params['E']`` (embeddings), ``params['W']``, ``params['U']``, ``params['b']``
+(the RNN) and ``params['V']``, ``params['c']`` (the read-out); their shapes are
+written in the library's letters, so ``params['V']`` has shape ``(V, H)`` and
+``params['E']`` shape ``(V, E)``. The RNN reads the embeddings: its input size
+``I`` is ``E``. See :doc:`/chapters/ch03_rnn`.
 """
 
 from __future__ import annotations
@@ -55,17 +62,18 @@ def softmax_cross_entropy(logits, targets):
 def init_lm_params(vocab_size, embed_dim, hidden_size, rng):
     """Random initial parameters of an RNN language model. Chapter 3.
 
-    - ``E`` ``(V, D)``: embeddings, standard normal, as ``torch.nn.Embedding``;
-    - ``W`` ``(H, D)`` and ``V`` ``(V, H)``: uniform in ``+-1/sqrt(fan_in)``, as
-      ``torch.nn.Linear``, so each unit's input starts with variance about 1/3;
-    - ``U`` ``(H, H)``: a random orthogonal matrix (Saxe et al., 2014). All its
+    - ``params['E']``, ``(V, E)``: embeddings, standard normal, as ``torch.nn.Embedding``;
+    - ``params['W']``, ``(H, E)``, and ``params['V']``, ``(V, H)``: uniform in
+      ``+-1/sqrt(fan_in)``, as ``torch.nn.Linear``, so each unit's input starts
+      with variance about 1/3;
+    - ``params['U']``, ``(H, H)``: a random orthogonal matrix (Saxe et al., 2014). All its
       singular values are 1, so at first the recurrence neither shrinks nor
       blows up the state, and gradients can travel back many steps;
-    - ``b`` ``(H,)`` and ``c`` ``(V,)``: zeros.
+    - ``params['b']``, ``(H,)``, and ``params['c']``, ``(V,)``: zeros.
 
     Args:
         vocab_size: ``V``.
-        embed_dim: ``D``.
+        embed_dim: ``E``.
         hidden_size: ``H``.
         rng: a ``numpy.random.Generator``.
 
@@ -111,8 +119,9 @@ def lm_loss_and_grads(params, inputs, targets, h0=None, step_fn: Callable = rnn_
     (``np.add.at``, since a token can occur many times in a batch). Chapter 3.
 
     Args:
-        params: dict of :func:`init_lm_params`: ``E (V, D)``, ``W (H, D)``, ``U (H, H)``,
-            ``b (H,)``, ``V (V, H)``, ``c (V,)``.
+        params: dict of :func:`init_lm_params`, with ``params['E']`` of shape ``(V, E)``,
+            ``params['W']`` ``(H, E)``, ``params['U']`` ``(H, H)``, ``params['b']`` ``(H,)``,
+            ``params['V']`` ``(V, H)`` and ``params['c']`` ``(V,)``.
         inputs: ``(B, T)`` int token ids read.
         targets: ``(B, T)`` int token ids to predict.
         h0: ``(B, H)`` initial states (from the previous chunk), or ``None`` for zeros.
@@ -131,14 +140,14 @@ def lm_loss_and_grads(params, inputs, targets, h0=None, step_fn: Callable = rnn_
     batch, steps = inputs.shape
     vocab_size, hidden = len(E), len(W)
     h0 = np.zeros((batch, hidden)) if h0 is None else expect_shape(h0, "h0", (batch, hidden), "(B, H)")
-    xs = E[inputs]  # (B, T, D)
+    xs = E[inputs]  # (B, T, E)
     hs = rnn_forward(xs, h0, W, U, b, step_fn)  # (B, T, H)
     logits = hs @ V.T + c  # (B, T, V)
     loss, dlogits = softmax_cross_entropy(logits.reshape(-1, vocab_size), targets.reshape(-1))  # (B*T, V)
     flat_hs = hs.reshape(-1, hidden)  # (B*T, H)
     dhs = (dlogits @ V).reshape(batch, steps, hidden)  # (B, T, H)
     dxs, _dh0, dW, dU, db = backward_fn(dhs, xs, hs, h0, W, U)  # h0 is a constant: _dh0 stops here
-    dE = np.zeros_like(E)  # (V, D)
+    dE = np.zeros_like(E)  # (V, E)
     np.add.at(dE, inputs, dxs)
     grads = {"E": dE, "W": dW, "U": dU, "b": db, "V": dlogits.T @ flat_hs, "c": dlogits.sum(axis=0)}
     return loss, grads, hs[:, -1]
@@ -151,7 +160,7 @@ def train_rnn_lm_numpy(ids, vocab_size, embed_dim: int = 32, hidden_size: int = 
     """Train an RNN language model on a stream of token ids with truncated BPTT, clipping and Adam.
 
     The stream is cut into ``B = batch_size`` parallel streams of equal length,
-    stacked as the rows of a ``(B, L)`` array. Each step reads the next chunk of
+    stacked as the rows of a ``(B, N // B)`` array. Each step reads the next chunk of
     ``T = seq_len`` columns and predicts each next token (the targets are the
     chunk shifted by one). The hidden state is carried from one chunk to the next
     but the gradient is not (:func:`rnn_backward` treats ``h0`` as a constant);
@@ -170,7 +179,7 @@ def train_rnn_lm_numpy(ids, vocab_size, embed_dim: int = 32, hidden_size: int = 
     Args:
         ids: ``(N,)`` int token ids in ``[0, V)``, at least ``batch_size * (seq_len + 1)`` of them.
         vocab_size: ``V``.
-        embed_dim, hidden_size: ``D`` and ``H``.
+        embed_dim, hidden_size: ``E`` and ``H``.
         seq_len: ``T``, the length of a chunk (how far back gradients flow).
         batch_size: ``B``, the number of parallel streams.
         steps: the number of updates.
@@ -197,7 +206,7 @@ def train_rnn_lm_numpy(ids, vocab_size, embed_dim: int = 32, hidden_size: int = 
     if n_chunks < 1:
         raise ValueError(f"ids is too short: {len(ids)} tokens, need at least batch_size * (seq_len + 1) = "
                          f"{batch_size * (seq_len + 1)}")
-    streams = ids[:batch_size * stream_len].reshape(batch_size, stream_len)  # (B, L)
+    streams = ids[:batch_size * stream_len].reshape(batch_size, stream_len)  # (B, N // B)
     rng = np.random.default_rng(seed)
     params = init_lm_params(vocab_size, embed_dim, hidden_size, rng)
     beta1, beta2, eps = 0.9, 0.999, 1e-8
@@ -237,8 +246,9 @@ def lm_next_logits(params, step_fn: Callable = rnn_step):
     ``z = V h' + c``.
 
     Args:
-        params: dict of :func:`init_lm_params` (``E (V, D)``, ``W (H, D)``, ``U (H, H)``,
-            ``b (H,)``, ``V (V, H)``, ``c (V,)``).
+        params: dict of :func:`init_lm_params`, with ``params['E']`` of shape ``(V, E)``,
+            ``params['W']`` ``(H, E)``, ``params['U']`` ``(H, H)``, ``params['b']`` ``(H,)``,
+            ``params['V']`` ``(V, H)`` and ``params['c']`` ``(V,)``.
         step_fn: the RNN step (:func:`rnn_step`).
 
     Returns:

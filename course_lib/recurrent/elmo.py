@@ -10,7 +10,7 @@ layers:
 
 Exercise of assignment ps04 here: ``scalar_mix``. The biLM takes the cell
 function and the bidirectional function as arguments, so an assignment can
-train it with its own.
+train it with its own. See :doc:`/chapters/ch04_lstm`.
 """
 
 from __future__ import annotations
@@ -36,12 +36,14 @@ def scalar_mix(layers, weights, gamma):
     Chapter 4, exercise of ps04.
 
     Args:
-        layers: ``(L + 1, ..., D)`` tensor, the representations of every layer stacked on the first axis.
+        layers: ``(L + 1, ...)`` tensor with at least one axis after the first: the
+            representations of every layer stacked on the first axis, e.g.
+            ``(L + 1, B, T, 2H)`` from :meth:`BiLanguageModel.layers`.
         weights: ``(L + 1,)`` unnormalized layer weights ``w``; ``s = softmax(w)``.
         gamma: scalar tensor (shape ``()`` or ``(1,)``), the overall scale.
 
     Returns:
-        ``(..., D)`` tensor, ``gamma * sum_j s_j layers[j]``.
+        tensor of the shape of ``layers[0]``, ``(...)``: ``gamma * sum_j s_j layers[j]``.
     """
     if not all(isinstance(t, torch.Tensor) for t in (layers, weights, gamma)):
         raise TypeError("layers, weights and gamma must be torch tensors")
@@ -52,7 +54,7 @@ def scalar_mix(layers, weights, gamma):
         raise ValueError(f"gamma must be a single number, got shape {tuple(gamma.shape)}")
     ### BEGIN SOLUTION
     s = torch.softmax(weights, dim=0)  # (L + 1,)
-    return gamma.reshape(()) * torch.tensordot(s, layers, dims=1)  # (..., D)
+    return gamma.reshape(()) * torch.tensordot(s, layers, dims=1)  # (...), the shape of layers[0]
     ### END SOLUTION
 
 
@@ -71,7 +73,7 @@ class ScalarMix(nn.Module):
         self.mix_fn = mix_fn
 
     def forward(self, layers: torch.Tensor) -> torch.Tensor:
-        """``(L + 1, ..., D)`` layers to the ``(..., D)`` mix."""
+        """The mix of ``layers``, ``(L + 1, ...)``: a tensor of the shape of ``layers[0]``."""
         return self.mix_fn(layers, self.weights, self.gamma)
 
     def layer_weights(self) -> np.ndarray:
@@ -112,7 +114,7 @@ class BiLanguageModel(nn.Module):
     """A small ELMo: forward and backward LSTM language models with shared embedding and softmax. Chapter 4.
 
     The forward stack reads ``x_1..x_t`` and predicts ``x_{t+1}``; the backward
-    stack reads ``x_L..x_t`` and predicts ``x_{t-1}``. Layer ``j`` of token
+    stack reads ``x_T..x_t`` and predicts ``x_{t-1}``. Layer ``j`` of token
     ``t`` is ``[h_fwd_{t,j} ; h_bwd_{t,j}]``, of size ``2H``; layer 0 is the
     embedding ``[e_t ; e_t]``.
 
@@ -147,7 +149,10 @@ class BiLanguageModel(nn.Module):
         return torch.cat([token, stacks], dim=2).permute(2, 0, 1, 3)  # (L + 1, B, T, 2H)
 
     def losses(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Mean cross-entropies ``(forward, backward)`` of predicting every next and every previous token."""
+        """Mean cross-entropies ``(forward, backward)`` of predicting every next and every previous token.
+
+        ``ids`` is a ``(B, T)`` batch; the two losses are scalar tensors ``()``.
+        """
         top = self.layers(ids)[-1]  # (B, T, 2H)
         h = self.hidden_size
         forward_logits = self.readout(self.dropout(top[:, :-1, :h]))  # (B, T-1, V) predicts x_{t+1}
@@ -219,7 +224,7 @@ def bilm_perplexities(model: BiLanguageModel, ids, seq_len: int = 32) -> tuple[f
 @torch.no_grad()
 def contextual_vectors(model: BiLanguageModel, vocab: Vocabulary, sentences: Sequence[Sequence[str]],
                        word: str, unknown: str = "<unk>") -> torch.Tensor:
-    """The layer representations of ``word`` in each of ``S`` sentences: ``(S, L + 1, 2H)``. Chapter 4.
+    """The layer representations of ``word`` in each of ``N`` sentences: ``(N, L + 1, 2H)``. Chapter 4.
 
     Each sentence (a list of tokens containing ``word``) runs through the biLM
     on its own; tokens outside the vocabulary become ``unknown``.
@@ -244,7 +249,8 @@ def fit_scalar_mix(layers: torch.Tensor, labels, num_classes: int, steps: int = 
     with Adam on the whole set (full batch); the biLM stays frozen.
 
     Args:
-        layers: ``(L + 1, N, D)`` representations of ``N`` tokens.
+        layers: ``(L + 1, N, 2H)`` representations of ``N`` tokens (any feature size
+            works; ``2H`` is that of the biLM's layers).
         labels: ``(N,)`` class ids in ``[0, num_classes)``.
         num_classes: the number of classes.
         steps, lr, seed: optimization settings.
@@ -255,7 +261,7 @@ def fit_scalar_mix(layers: torch.Tensor, labels, num_classes: int, steps: int = 
         ``(steps,)`` is the cross-entropy at each step (a :class:`~course_lib.training.TrainingHistory`).
     """
     if not isinstance(layers, torch.Tensor) or layers.dim() != 3:
-        raise ValueError(f"layers must be a (L + 1, N, D) tensor, got {getattr(layers, 'shape', layers)}")
+        raise ValueError(f"layers must be a (L + 1, N, E) tensor, got {getattr(layers, 'shape', layers)}")
     labels = torch.as_tensor(checks.token_ids(labels, num_classes, "labels"))
     if labels.shape[0] != layers.shape[1]:
         raise ValueError(f"{labels.shape[0]} labels for {layers.shape[1]} tokens")

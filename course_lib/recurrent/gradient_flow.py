@@ -6,7 +6,7 @@ every earlier step ``t``. In an Elman RNN the gradient is multiplied by
 ``diag(1 - h_t^2) U`` at every step back, so its norm shrinks (or grows)
 roughly geometrically with the distance ``T - t``; the LSTM's additive cell
 state lets it travel further (Hochreiter, 1991; Bengio et al., 1994;
-Pascanu et al., 2013).
+Pascanu et al., 2013). See :doc:`/chapters/ch03_rnn` and :doc:`/chapters/ch04_lstm`.
 """
 
 from __future__ import annotations

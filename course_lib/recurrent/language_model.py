@@ -7,6 +7,7 @@ state to ``V`` logits. Training minimizes the mean cross-entropy
 through time: the text is cut into ``B`` parallel streams and walked through in
 chunks of ``T`` tokens; the state is carried from chunk to chunk but gradients
 stop at chunk boundaries. Perplexity is ``exp`` of the mean cross-entropy.
+See :doc:`/chapters/ch03_rnn` and :doc:`/chapters/ch04_lstm`.
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ from course_lib.recurrent.sampling import sample
 def batchify(ids, batch_size: int) -> torch.Tensor:
     """Cut a stream of ``N`` ids into ``B`` parallel rows: ``(B, N // B)``. Chapter 3.
 
-    Row ``b`` holds ids ``b*M .. (b+1)*M - 1`` with ``M = N // B``; the last
-    ``N mod B`` ids are dropped.
+    ``ids`` is ``(N,)``; row ``b`` of the int64 result holds ids
+    ``b*(N // B) .. (b+1)*(N // B) - 1``; the last ``N mod B`` ids are dropped.
     """
     ids = np.asarray(ids)
     if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
@@ -44,7 +45,10 @@ def batchify(ids, batch_size: int) -> torch.Tensor:
 
 
 class RecurrentLanguageModel(nn.Module):
-    """Embedding, recurrent network, linear read-out: ``p(x_{t+1} | x_<=t) = softmax(V h_t + c)``. Chapter 3.
+    """Embedding, recurrent network, linear read-out: ``p(x_{t+1} | x_<=t) = softmax(W_o h_t + b_o)``. Chapter 3.
+
+    The embedding ``self.embedding`` has weights ``(V, E)``; ``W_o``, ``(V, H)``,
+    and ``b_o``, ``(V,)``, are the weight and bias of the read-out ``self.readout``.
 
     Args:
         vocab_size: ``V``.
@@ -73,7 +77,10 @@ class RecurrentLanguageModel(nn.Module):
 
 
 def detach_state(state):
-    """Cut the graph behind a carried state (truncated BPTT); works on ``h`` or ``(h, c)``. Chapter 3."""
+    """Return ``state`` cut from the graph behind it (truncated BPTT). Chapter 3.
+
+    Works on a state ``h``, e.g. ``(L, B, H)``, on a pair ``(h, c)`` of them, and on ``None``.
+    """
     if state is None:
         return None
     if isinstance(state, tuple):
@@ -113,7 +120,7 @@ def train_language_model(model: nn.Module, ids, steps: int, seq_len: int = 64, b
     eval_every = checks.positive_int(eval_every, "eval_every")
     if max_norm is not None and not max_norm > 0:
         raise ValueError(f"max_norm must be positive, or None for no clipping; got {max_norm!r}")
-    data = batchify(ids, batch_size)  # (B, M)
+    data = batchify(ids, batch_size)  # (B, N // B)
     if data.shape[1] <= seq_len:
         raise ValueError(f"each of the {batch_size} rows has {data.shape[1]} tokens; need more than seq_len={seq_len}")
     optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
@@ -149,8 +156,12 @@ def evaluate_perplexity(model: nn.Module, ids, seq_len: int = 64, batch_size: in
     Args:
         model: as in :func:`train_language_model`.
         ids: ``(N,)`` ids.
+        seq_len, batch_size: ``T`` and ``B``, the chunks the stream is read in.
+
+    Returns:
+        the perplexity, a float ``>= 1``.
     """
-    data = batchify(ids, batch_size)  # (B, M)
+    data = batchify(ids, batch_size)  # (B, N // B)
     total, count, state = 0.0, 0, None
     with eval_mode(model):
         for position in range(0, data.shape[1] - 1, seq_len):

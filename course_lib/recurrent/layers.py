@@ -8,7 +8,8 @@ PyTorch layers. :class:`RecurrentNetwork` stacks layers, optionally in both
 directions, with the interface of ``torch.nn.RNN``, ``torch.nn.LSTM`` and
 ``torch.nn.GRU`` (``batch_first=True``), and can copy their weights.
 
-Exercise of assignment ps04 here: ``bidirectional``.
+Exercise of assignment ps04 here: ``bidirectional``. See :doc:`/chapters/ch03_rnn`
+and :doc:`/chapters/ch04_lstm`.
 """
 
 from __future__ import annotations
@@ -121,14 +122,17 @@ def bidirectional(x, lengths, forward, backward):
 
 
 def _stack_states(states: list):
-    """Stack per-layer final states into ``(L*D, B, H)`` (a pair of them for the LSTM), as PyTorch returns."""
+    """Stack per-layer final states into ``(L, B, H)``, or ``(2L, B, H)`` when bidirectional, as PyTorch returns.
+
+    A pair of them for the LSTM.
+    """
     if isinstance(states[0], tuple):
         return tuple(torch.stack(parts) for parts in zip(*states))
     return torch.stack(states)
 
 
 def _layer_state(state, index: int):
-    """The initial state of layer-direction ``index`` from a ``(L*D, B, H)`` state, or ``None``."""
+    """The initial state of layer-direction ``index`` from a ``(L, B, H)`` or ``(2L, B, H)`` state, or ``None``."""
     if state is None:
         return None
     if isinstance(state, (tuple, list)):
@@ -147,7 +151,7 @@ class RecurrentNetwork(nn.Module):
         mode: ``"rnn"``, ``"lstm"`` or ``"gru"``.
         input_size, hidden_size: ``I`` and ``H``.
         num_layers: ``L``, layers stacked.
-        bidirectional: add a right-to-left layer to every layer (``D = 2``).
+        bidirectional: add a right-to-left layer to every layer; outputs are then ``2H`` wide.
         dropout: dropout probability on the outputs of every layer but the last.
         cell_fn: the cell function for every cell (default: the reference one of ``mode``).
     """
@@ -167,18 +171,19 @@ class RecurrentNetwork(nn.Module):
                                              for _ in range(self.directions)))
 
     def forward(self, x: torch.Tensor, lengths=None, state=None):
-        """Run every layer.
+        """Run every layer; return the last layer's outputs and every layer's final state.
 
         Args:
             x: ``(B, T, I)`` inputs.
             lengths: ``(B,)`` valid lengths, or ``None``.
-            state: initial states shaped as PyTorch's: ``(L*D, B, H)``, or a pair of
-                them for the LSTM; zeros if ``None``.
+            state: initial states shaped as PyTorch's: ``(L, B, H)``, or ``(2L, B, H)``
+                when bidirectional, or a pair of them for the LSTM; zeros if ``None``.
 
         Returns:
-            ``(outputs, final)``: outputs ``(B, T, D*H)`` of the last layer (zero
-            past each length) and the final states ``(L*D, B, H)`` (a pair for the LSTM),
-            ordered as PyTorch orders them (layer by layer, forward before backward).
+            ``(outputs, final)``: outputs ``(B, T, H)``, or ``(B, T, 2H)`` when
+            bidirectional, of the last layer (zero past each length) and the final
+            states ``(L, B, H)``, or ``(2L, B, H)`` (a pair for the LSTM), ordered
+            as PyTorch orders them (layer by layer, forward before backward).
         """
         finals = []
         inputs = checks.sequence_batch(x)

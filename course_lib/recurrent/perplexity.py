@@ -12,7 +12,7 @@ between: ``V`` for a model that knows nothing, 1 for one that is always sure
 and right. Its base-2 logarithm, bits per token (bits per character for
 character models), is the length of the code the model would give the text.
 
-Exercise of assignment ps03 here: ``perplexity``.
+Exercise of assignment ps03 here: ``perplexity``. See :doc:`/chapters/ch03_rnn`.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ token and its state, it returns scores for the next token and the new state.
 Sampling feeds each drawn token back in. Dividing the scores by a temperature
 ``tau`` before the softmax sharpens the distribution (``tau < 1``, safer and
 more repetitive text) or flattens it (``tau > 1``, more surprising text).
+See :doc:`/chapters/ch03_rnn`.
 """
 
 from __future__ import annotations
@@ -17,15 +18,15 @@ import numpy as np
 from course_lib.activations import log_softmax
 
 
-def sample(step: Callable, first_id, length, rng, temperature: float = 1.0, state=None):
+def sample(step_fn: Callable, first_id, length, rng, temperature: float = 1.0, state=None):
     """Draw ``length`` tokens from a language model, each conditioned on all before it.
 
     Starting from ``w_0 = first_id``, repeat for ``t = 1 ... length``:
-    ``z, state = step(w_{t-1}, state)`` and draw
+    ``z, state = step_fn(w_{t-1}, state)`` and draw
     ``w_t ~ softmax(z / temperature)``. Chapter 3.
 
     Args:
-        step: ``step(token_id, state) -> (logits, state)``, ``logits`` of shape
+        step_fn: ``step_fn(token_id, state) -> (logits, state)``, ``logits`` of shape
             ``(V,)`` (or ``(1, V)``), numpy or a torch tensor; the state is
             whatever the model carries (``None`` at first means "start fresh").
         first_id: the int id of the token to start from (not returned).
@@ -49,7 +50,7 @@ def sample(step: Callable, first_id, length, rng, temperature: float = 1.0, stat
     ids = np.empty(length, dtype=np.int64)
     token = int(first_id)
     for t in range(length):
-        logits, state = step(token, state)
+        logits, state = step_fn(token, state)
         if hasattr(logits, "detach"):  # a torch tensor
             logits = logits.detach().cpu().numpy()
         probs = np.exp(log_softmax(np.ravel(logits) / temperature))  # (V,)

@@ -1,11 +1,11 @@
 """Aligning two embedding spaces with orthogonal Procrustes. Chapter 2.
 
 Two word2vec runs (or two languages) give vector spaces that agree up to a
-rotation at best. Given matched rows ``X`` and ``Y`` (the same words in both
-spaces), the rotation ``R`` minimizing ``||X R^T - Y||_F`` over orthogonal
+rotation at best. Given matched rows ``X`` and ``Y``, both ``(N, E)`` (the same
+``N`` words in both spaces), the rotation ``R`` minimizing ``||X R^T - Y||_F`` over orthogonal
 matrices is ``R = U V^T``, where ``U S V^T`` is the SVD of ``Y^T X``
 (Schönemann, 1966); Mikolov et al. (2013) and Xing et al. (2015) used such maps
-to translate words between languages.
+to translate words between languages. See :doc:`/chapters/ch02_word2vec`.
 """
 
 from __future__ import annotations
@@ -23,18 +23,18 @@ def procrustes(source, target):
     Chapter 2, exercise of ps02.
 
     Args:
-        source: ``(N, d)`` vectors of ``N`` words in the first space.
-        target: ``(N, d)`` vectors of the same words in the second space.
+        source: ``(N, E)`` vectors of ``N`` words in the first space.
+        target: ``(N, E)`` vectors of the same words in the second space.
 
     Returns:
-        ``(d, d)`` orthogonal float64 array ``R``.
+        ``(E, E)`` orthogonal float64 array ``R``.
     """
     source = checks.matrix(source, "source", allow_sparse=False)
     target = checks.matrix(target, "target", allow_sparse=False)
     if source.shape != target.shape:
         raise ValueError(f"source and target must have the same shape, got {source.shape} and {target.shape}")
     ### BEGIN SOLUTION
-    u, _s, vt = np.linalg.svd(target.T @ source)  # (d, d), (d,), (d, d)
+    u, _s, vt = np.linalg.svd(target.T @ source)  # (E, E), (E,), (E, E)
     return u @ vt
     ### END SOLUTION
 
@@ -45,8 +45,8 @@ def retrieval_accuracy(source, target, k: int = 1) -> float:
     Chapter 2: measures how well two spaces line up, before and after alignment.
 
     Args:
-        source: ``(N, d)`` query vectors.
-        target: ``(N, d)`` candidate vectors; row ``i`` is the right answer for query ``i``.
+        source: ``(N, E)`` query vectors.
+        target: ``(N, E)`` candidate vectors; row ``i`` is the right answer for query ``i``.
         k: how many nearest candidates count as a hit.
 
     Returns:

@@ -192,8 +192,9 @@ def truncated_svd(matrix, dim: int, power: float = 0.5, seed: int = 0) -> np.nda
 
     With the rank-``k`` SVD ``M ~ U_k S_k V_k^T`` (``k = dim``, the embedding
     size ``E`` of the word vectors), returns ``U_k S_k ** power``.
-    ``power = 1`` is the plain low-rank projection; ``power = 0.5`` weights the dimensions more evenly, which usually gives better
-    word similarities (Levy et al., 2015). Columns are ordered by decreasing
+    ``power = 1`` is the plain low-rank projection; ``power = 0.5`` weights the
+    dimensions more evenly, which usually gives better word similarities (Levy
+    et al., 2015). Columns are ordered by decreasing
     singular value and each column's sign is fixed so that its largest-magnitude
     entry is positive, so the result is reproducible. Chapter 1.
 
@@ -249,17 +250,17 @@ def cosine_similarity(a, b=None):
 
 
 def nearest_neighbours(vectors, queries, k: int = 5,
-                       similarity: Callable = cosine_similarity):
+                       similarity_fn: Callable = cosine_similarity):
     """The ``k`` rows of ``vectors`` most similar to each query row, the query excluded.
 
-    Chapter 1. ``similarity`` is any function with the signature of
+    Chapter 1. ``similarity_fn`` is any function with the signature of
     :func:`cosine_similarity`; the assignment passes the student's own.
 
     Args:
         vectors: ``(V, E)`` array, one row per word.
         queries: ``(N,)`` integer row ids to find neighbours for.
         k: how many neighbours to return per query.
-        similarity: ``(N, E), (V, E) -> (N, V)`` similarity function.
+        similarity_fn: ``(N, E), (V, E) -> (N, V)`` similarity function.
 
     Returns:
         ``(ids, scores)``: two ``(N, k)`` arrays, the neighbours' row ids and
@@ -270,16 +271,16 @@ def nearest_neighbours(vectors, queries, k: int = 5,
     k = checks.positive_int(k, "k")
     if k >= len(vectors):
         raise ValueError(f"k must be smaller than the number of vectors ({len(vectors)}), got {k}")
-    scores = np.array(similarity(vectors[queries], vectors), dtype=np.float64)  # (N, V)
+    scores = np.array(similarity_fn(vectors[queries], vectors), dtype=np.float64)  # (N, V)
     if scores.shape != (len(queries), len(vectors)):
-        raise ValueError(f"similarity returned shape {scores.shape}, expected {(len(queries), len(vectors))}")
+        raise ValueError(f"similarity_fn returned shape {scores.shape}, expected {(len(queries), len(vectors))}")
     scores[np.arange(len(queries)), queries] = -np.inf  # a word is not its own neighbour
     ids = np.argsort(-scores, axis=1, kind="stable")[:, :k]  # (N, k)
     return ids, np.take_along_axis(scores, ids, axis=1)
 
 
 def neighbour_table(vocab, vectors, words: Sequence[str], k: int = 5,
-                    similarity: Callable = cosine_similarity):
+                    similarity_fn: Callable = cosine_similarity):
     """A table of each word's ``k`` nearest neighbours, for display. Chapter 1.
 
     Args:
@@ -287,7 +288,7 @@ def neighbour_table(vocab, vectors, words: Sequence[str], k: int = 5,
         vectors: ``(V, E)`` word vectors.
         words: the query words.
         k: neighbours per word.
-        similarity: as in :func:`nearest_neighbours`.
+        similarity_fn: as in :func:`nearest_neighbours`.
 
     Returns:
         a pandas DataFrame with one row per query word and one column per rank,
@@ -295,7 +296,7 @@ def neighbour_table(vocab, vectors, words: Sequence[str], k: int = 5,
     """
     import pandas as pd
 
-    ids, scores = nearest_neighbours(vectors, [vocab[w] for w in words], k, similarity)
+    ids, scores = nearest_neighbours(vectors, [vocab[w] for w in words], k, similarity_fn)
     cells = [[f"{vocab.words[i]} ({s:.2f})" for i, s in zip(row_ids, row_scores)]
              for row_ids, row_scores in zip(ids, scores)]
     return pd.DataFrame(cells, index=pd.Index(list(words), name="word"),
@@ -303,23 +304,23 @@ def neighbour_table(vocab, vectors, words: Sequence[str], k: int = 5,
 
 
 def word_vectors(documents: Sequence, vocab_size: int, dim: int = 100, window: int = 4,
-                 alpha: float = 0.75, weighting: Callable = ppmi, seed: int = 0) -> np.ndarray:
+                 alpha: float = 0.75, weighting_fn: Callable = ppmi, seed: int = 0) -> np.ndarray:
     """The chapter's whole pipeline: counts, then PPMI, then truncated SVD.
 
-    ``truncated_svd(weighting(cooccurrence_matrix(documents, window), alpha), dim)``.
-    Chapter 1; ``weighting`` is any function with the signature of :func:`ppmi`.
+    ``truncated_svd(weighting_fn(cooccurrence_matrix(documents, window), alpha), dim)``.
+    Chapter 1; ``weighting_fn`` is any function with the signature of :func:`ppmi`.
 
     Args:
         documents: ``n_docs`` documents, each a ``(T_d,)`` array of word ids.
         vocab_size: ``V``.
         dim: ``E``, dimensions of the word vectors.
         window: co-occurrence window.
-        alpha: context-distribution smoothing passed to ``weighting``.
-        weighting: ``(V, V) counts -> (V, V)`` association matrix.
+        alpha: context-distribution smoothing passed to ``weighting_fn``.
+        weighting_fn: ``(V, V) counts -> (V, V)`` association matrix.
         seed: seed of the SVD solver.
 
     Returns:
         ``(V, E)`` array of word vectors.
     """
     cooc = cooccurrence_matrix(documents, vocab_size, window=window)
-    return truncated_svd(weighting(cooc, alpha=alpha), dim, seed=seed)
+    return truncated_svd(weighting_fn(cooc, alpha=alpha), dim, seed=seed)

@@ -6,7 +6,7 @@ SimLex-999 (Hill et al., 2015). Analogies: accuracy on Google's
 ``questions-words.txt`` (Mikolov et al., 2013), "a is to b as c is to ?" answered
 by the nearest word to ``b - a + c``. The scoring is gensim's ``KeyedVectors``;
 pairs with a word outside the vocabulary are skipped and counted as out of
-vocabulary.
+vocabulary. See :doc:`/chapters/ch02_word2vec`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def keyed_vectors(words: Sequence[str], vectors):
 
     Args:
         words: the ``V`` words, ``words[i]`` for row ``i``.
-        vectors: ``(V, d)`` array.
+        vectors: ``(V, E)`` array.
 
     Returns:
         a ``gensim.models.KeyedVectors`` with the words in the given order.

@@ -5,7 +5,7 @@ A hand-derived gradient is easy to get subtly wrong. The central difference
 ``df/dx_i ~ (f(x + eps e_i) - f(x - eps e_i)) / (2 eps)``
 
 has error of order ``eps**2``, so comparing it with the analytic gradient
-entry by entry catches almost every mistake.
+entry by entry catches almost every mistake. See :doc:`/chapters/ch02_word2vec`.
 """
 
 from __future__ import annotations
@@ -53,7 +53,10 @@ def relative_error(analytic, numerical) -> float:
     Chapter 2.
 
     Args:
-        analytic, numerical: arrays of the same shape.
+        analytic, numerical: two arrays of the same shape, any shape.
+
+    Returns:
+        the largest relative error over the entries, a float.
     """
     analytic, numerical = np.asarray(analytic, dtype=np.float64), np.asarray(numerical, dtype=np.float64)
     if analytic.shape != numerical.shape:
@@ -62,17 +65,17 @@ def relative_error(analytic, numerical) -> float:
 
 
 def check_gradient(f: Callable, x: np.ndarray, analytic, eps: float = 1e-6,
-                   numerical: Callable = numerical_gradient) -> float:
+                   numerical_fn: Callable = numerical_gradient) -> float:
     """Relative error between an analytic gradient and the finite-difference one. Chapter 2.
 
     Args:
         f: scalar function of ``x``.
-        x: the point, float64 array.
+        x: the point, a float64 array of any shape.
         analytic: the claimed gradient of ``f`` at ``x``, same shape as ``x``.
         eps: finite-difference step.
-        numerical: the finite-difference function (the assignment passes its own).
+        numerical_fn: the finite-difference function (the assignment passes its own).
 
     Returns:
         :func:`relative_error` of the two gradients.
     """
-    return relative_error(analytic, numerical(f, x, eps))
+    return relative_error(analytic, numerical_fn(f, x, eps))

@@ -3,7 +3,8 @@
 Skip-gram trains two vectors per word, an input ("center") vector ``v_w`` and an
 output ("context") vector ``u_w``, so that ``sigma(u_o . v_c)`` is high for a
 word ``o`` seen near ``c`` and low for ``K`` noise words drawn from the unigram
-distribution raised to the power 3/4 (Mikolov et al., 2013).
+distribution raised to the power 3/4 (Mikolov et al., 2013). Both vectors have
+``E`` entries. See :doc:`/chapters/ch02_word2vec`.
 
 Exercises of assignment ps02 here: ``skipgram_pairs``, ``negative_samples`` and
 ``sgns_loss_and_grads``. The trainers take them as arguments.
@@ -39,7 +40,7 @@ def skipgram_pairs(ids, window, rng=None):
         rng: ``None`` for the fixed window, or a Generator for dynamic windows.
 
     Returns:
-        ``(centers, contexts)``: two ``(P,)`` int64 arrays of word ids, ordered by
+        ``(centers, contexts)``: two ``(N,)`` int64 arrays of word ids, one per pair, ordered by
         center position, then by context position.
     """
     ids = np.asarray(ids)
@@ -49,9 +50,9 @@ def skipgram_pairs(ids, window, rng=None):
     ### BEGIN SOLUTION
     n = len(ids)
     reach = np.full(n, window) if rng is None else rng.integers(1, window + 1, size=n)  # (T,) b_i
-    offsets = np.concatenate([np.arange(-window, 0), np.arange(1, window + 1)])  # (2w,) ascending
-    positions = np.arange(n)[:, None] + offsets[None, :]  # (T, 2w) context positions
-    valid = (positions >= 0) & (positions < n) & (np.abs(offsets)[None, :] <= reach[:, None])  # (T, 2w)
+    offsets = np.concatenate([np.arange(-window, 0), np.arange(1, window + 1)])  # (2*window,) ascending
+    positions = np.arange(n)[:, None] + offsets[None, :]  # (T, 2*window) context positions
+    valid = (positions >= 0) & (positions < n) & (np.abs(offsets)[None, :] <= reach[:, None])  # (T, 2*window)
     rows, cols = np.nonzero(valid)  # row-major: by center, then by context position
     return ids[rows].astype(np.int64), ids[positions[rows, cols]].astype(np.int64)
     ### END SOLUTION
@@ -119,19 +120,19 @@ def sgns_loss_and_grads(center, context, negatives):
     Chapter 2, exercise of ps02.
 
     Args:
-        center: ``(B, d)`` input vectors of the center words.
-        context: ``(B, d)`` output vectors of the observed context words.
-        negatives: ``(B, K, d)`` output vectors of the noise words.
+        center: ``(B, E)`` input vectors of the center words.
+        context: ``(B, E)`` output vectors of the observed context words.
+        negatives: ``(B, K, E)`` output vectors of the noise words.
 
     Returns:
         ``(loss, grad_center, grad_context, grad_negatives)``: a float and arrays
-        of shapes ``(B, d)``, ``(B, d)``, ``(B, K, d)``.
+        of shapes ``(B, E)``, ``(B, E)``, ``(B, K, E)``.
     """
     center = checks.matrix(center, "center", allow_sparse=False)
     context = checks.matrix(context, "context", allow_sparse=False)
     negatives = np.asarray(negatives, dtype=np.float64)
     if context.shape != center.shape or negatives.ndim != 3 or negatives.shape[::2] != center.shape:
-        raise ValueError(f"expected center (B, d), context (B, d), negatives (B, K, d); got "
+        raise ValueError(f"expected center (B, E), context (B, E), negatives (B, K, E); got "
                          f"{center.shape}, {context.shape}, {negatives.shape}")
     ### BEGIN SOLUTION
     batch = len(center)
@@ -179,7 +180,7 @@ def _scatter_add(table, rows, values):
 
 
 def _epoch_pairs(documents, window, keep, rng, pair_fn):
-    """Subsample each document, then collect its skip-gram pairs: two ``(P,)`` arrays."""
+    """Subsample each document, then collect its skip-gram pairs: two ``(N,)`` arrays."""
     centers, contexts = [], []
     for doc in documents:
         doc = doc[rng.random(len(doc)) < keep[doc]]
@@ -205,22 +206,23 @@ def train_sgns_numpy(documents: Sequence, counts, dim: int = 50, window: int = 5
     exercise functions are arguments, so an assignment can train with its own.
 
     Args:
-        documents: ``D`` documents, each a ``(T_d,)`` array of word ids.
+        documents: ``n_docs`` documents, each a ``(T_d,)`` array of word ids.
         counts: ``(V,)`` corpus counts (for subsampling and the noise distribution).
-        dim, window, negatives, epochs, lr, batch_size, sample: hyperparameters.
+        dim, window, negatives, epochs, lr, batch_size, sample: hyperparameters;
+            ``dim`` is ``E``, ``negatives`` is ``K`` and ``batch_size`` is ``B``.
         seed: seeds initialization, subsampling, windows, shuffling and noise.
         pair_fn, negative_fn, loss_fn: the functions of the same names in this module.
         progress: show a tqdm progress bar.
 
     Returns:
-        ``(vectors, history)``: ``(V, dim)`` input vectors and a
+        ``(vectors, history)``: ``(V, E)`` input vectors and a
         :class:`~course_lib.training.TrainingHistory` whose ``"loss"`` record holds the loss of each batch.
     """
     counts = np.asarray(counts)
     rng = np.random.default_rng(seed)
     vocab_size = len(counts)
-    w_in = (rng.random((vocab_size, dim)) - 0.5) / dim  # (V, d) as word2vec initializes
-    w_out = np.zeros((vocab_size, dim))  # (V, d)
+    w_in = (rng.random((vocab_size, dim)) - 0.5) / dim  # (V, E) as word2vec initializes
+    w_out = np.zeros((vocab_size, dim))  # (V, E)
     noise, keep = noise_distribution(counts), keep_probabilities(counts, sample)
     losses = []
     for epoch in range(epochs):
@@ -257,16 +259,16 @@ def train_sgns(documents: Sequence, counts, dim: int = 100, window: int = 5, neg
       noise words once, and every pair uses all ``S``, each weighted by ``K / S``:
       ``L_b = -log sigma(u_o . v) - (K / S) sum_s log sigma(-u_s . v)``.
       Its expectation equals that of ``K`` independent noise words per pair, and
-      the scores of a whole batch become one matrix product, ``(B, d) @ (d, S)``.
+      the scores of a whole batch become one matrix product, ``(B, E) @ (E, S)``.
     - **Sparse row updates.** Gradients are written with ``index_add_`` into the
-      rows a batch uses; no dense ``(V, d)`` gradient is ever formed.
+      rows a batch uses; no dense ``(V, E)`` gradient is ever formed.
 
     Chapter 2.
 
     Args:
-        documents: ``D`` documents, each a ``(T_d,)`` array of word ids.
+        documents: ``n_docs`` documents, each a ``(T_d,)`` array of word ids.
         counts: ``(V,)`` corpus counts.
-        dim: ``d``, the vector size.
+        dim: ``E``, the vector size.
         window: the largest (dynamic) window.
         negatives: ``K``, noise words per pair (in expectation).
         epochs: passes over the corpus.
@@ -280,7 +282,7 @@ def train_sgns(documents: Sequence, counts, dim: int = 100, window: int = 5, neg
         progress: show a tqdm progress bar.
 
     Returns:
-        ``(vectors, history)``: a ``(V, d)`` float32 numpy array of input vectors and a
+        ``(vectors, history)``: a ``(V, E)`` float32 numpy array of input vectors and a
         :class:`~course_lib.training.TrainingHistory` whose ``"pairs"`` record holds the number of
         (center, context) pairs trained on in each epoch, after subsampling. No loss is recorded:
         computing it would cost as much as a third of the update.
@@ -293,8 +295,8 @@ def train_sgns(documents: Sequence, counts, dim: int = 100, window: int = 5, neg
         rng = np.random.default_rng(seed)
         generator = torch.Generator().manual_seed(seed)
         vocab_size = len(counts)
-        w_in = (torch.rand(vocab_size, dim, generator=generator) - 0.5) / dim  # (V, d)
-        w_out = torch.zeros(vocab_size, dim)  # (V, d)
+        w_in = (torch.rand(vocab_size, dim, generator=generator) - 0.5) / dim  # (V, E)
+        w_out = torch.zeros(vocab_size, dim)  # (V, E)
         noise = torch.as_tensor(noise_distribution(counts), dtype=torch.float32)  # (V,)
         keep = keep_probabilities(counts, sample)
         weight = negatives / shared_negatives  # K / S
@@ -313,12 +315,12 @@ def train_sgns(documents: Sequence, counts, dim: int = 100, window: int = 5, neg
                     start, stop = b * batch_size, min((b + 1) * batch_size, n)
                     step = lr * max(1 - (epoch * n + start) / (epochs * n), 1e-3)
                     c, o, k = centers[start:stop], contexts[start:stop], all_noise[b]  # (B,), (B,), (S,)
-                    v, u_o, u_k = w_in.index_select(0, c), w_out.index_select(0, o), w_out.index_select(0, k)  # (B, d), (B, d), (S, d)
+                    v, u_o, u_k = w_in.index_select(0, c), w_out.index_select(0, o), w_out.index_select(0, k)  # (B, E), (B, E), (S, E)
                     g_o = torch.sigmoid((v * u_o).sum(1)) - 1  # (B,) dL/d(u_o . v)
                     g_k = torch.sigmoid(v @ u_k.T) * weight  # (B, S) dL/d(u_s . v)
-                    grad_v = g_o[:, None] * u_o + g_k @ u_k  # (B, d)
+                    grad_v = g_o[:, None] * u_o + g_k @ u_k  # (B, E)
                     w_out.index_add_(0, o, g_o[:, None] * v, alpha=-step)
-                    w_out.index_add_(0, k, g_k.T @ v, alpha=-step)  # (S, d)
+                    w_out.index_add_(0, k, g_k.T @ v, alpha=-step)  # (S, E)
                     w_in.index_add_(0, c, grad_v, alpha=-step)
                     bar.update(stop - start)
     return w_in.numpy(), TrainingHistory({"pairs": pairs_per_epoch})
