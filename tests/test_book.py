@@ -101,7 +101,7 @@ def test_api_reference_documents_every_public_function(html):
             obj = getattr(module, name)
             if callable(obj) and not name.startswith("_") and getattr(obj, "__module__", "") == module.__name__:
                 assert f"{module.__name__}.{name}" in page, f"{module.__name__}.{name} missing from the API page"
-    assert "idf_w = ln((1 + D) / (1 + df_w)) + 1" in page
+    assert "idf_w = ln((1 + n_docs) / (1 + df_w)) + 1" in page
 
 
 def test_exercise_page_is_unexecuted_and_downloadable(html, root):

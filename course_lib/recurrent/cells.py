@@ -23,7 +23,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from course_lib.checks import expect_tensor
+from course_lib import checks
 
 
 def check_cell_args(x, h, weight_ih, weight_hh, bias_ih, bias_hh, gates: int) -> None:
@@ -41,14 +41,14 @@ def check_cell_args(x, h, weight_ih, weight_hh, bias_ih, bias_hh, gates: int) ->
     Raises:
         TypeError, ValueError: naming the argument, the expected and the actual shape.
     """
-    expect_tensor(x, "x", (None, None), "(B, I)")
-    expect_tensor(h, "h", (x.shape[0], None), "(B, H)")
+    checks.expect_tensor(x, "x", (None, None), "(B, I)")
+    checks.expect_tensor(h, "h", (x.shape[0], None), "(B, H)")
     inputs, hidden = x.shape[1], h.shape[1]
     gate_rows = "H" if gates == 1 else f"{gates}*H"
-    expect_tensor(weight_ih, "weight_ih", (gates * hidden, inputs), f"({gate_rows}, I)")
-    expect_tensor(weight_hh, "weight_hh", (gates * hidden, hidden), f"({gate_rows}, H)")
-    expect_tensor(bias_ih, "bias_ih", (gates * hidden,), f"({gate_rows},)")
-    expect_tensor(bias_hh, "bias_hh", (gates * hidden,), f"({gate_rows},)")
+    checks.expect_tensor(weight_ih, "weight_ih", (gates * hidden, inputs), f"({gate_rows}, I)")
+    checks.expect_tensor(weight_hh, "weight_hh", (gates * hidden, hidden), f"({gate_rows}, H)")
+    checks.expect_tensor(bias_ih, "bias_ih", (gates * hidden,), f"({gate_rows},)")
+    checks.expect_tensor(bias_hh, "bias_hh", (gates * hidden,), f"({gate_rows},)")
 
 
 def rnn_cell(x, h, weight_ih, weight_hh, bias_ih, bias_hh):
@@ -93,7 +93,7 @@ def lstm_cell(x, state, weight_ih, weight_hh, bias_ih, bias_hh):
         raise TypeError("state must be a pair (h, c) of (B, H) tensors")
     h, c = state
     check_cell_args(x, h, weight_ih, weight_hh, bias_ih, bias_hh, gates=4)
-    expect_tensor(c, "c", tuple(h.shape), "(B, H)")
+    checks.expect_tensor(c, "c", tuple(h.shape), "(B, H)")
     ### BEGIN SOLUTION
     a = x @ weight_ih.T + bias_ih + h @ weight_hh.T + bias_hh  # (B, 4H)
     a_i, a_f, a_g, a_o = a.chunk(4, dim=1)  # each (B, H)
