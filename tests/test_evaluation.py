@@ -14,6 +14,7 @@ import pytest
 from gensim.models import KeyedVectors
 from gensim.test.utils import datapath
 
+from course_lib.testing import quiet
 from course_lib.vectors import evaluation
 from course_lib.vectors.evaluation import analogy_accuracy, evaluate, keyed_vectors, word_similarity
 
@@ -239,3 +240,19 @@ def test_evaluate_returns_the_four_scores():
     assert (scores["analogies"], scores["analogy questions"]) == analogy_accuracy(kv)
     assert 0 <= scores["analogies"] <= 1 and scores["analogy questions"] >= 23 * 22
     assert all(-1 <= scores[k] <= 1 for k in ("wordsim353", "simlex999"))
+
+
+def test_evaluation_leaves_gensims_log_level_as_it_was():
+    import logging
+
+    logger = logging.getLogger("gensim")
+    before = logger.level
+    try:
+        logger.setLevel(logging.DEBUG)
+        kv = keyed_vectors(["king", "queen", "man", "woman"], np.eye(4))
+        with quiet():  # four words give a constant correlation, which scipy warns about
+            word_similarity(kv)
+            analogy_accuracy(kv)
+        assert logger.level == logging.DEBUG, "a library call must not change gensim's log level"
+    finally:
+        logger.setLevel(before)

@@ -11,6 +11,7 @@ vocabulary. See :doc:`/chapters/ch02_word2vec`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Sequence
 
@@ -41,8 +42,16 @@ def keyed_vectors(words: Sequence[str], vectors):
     return kv
 
 
+@contextlib.contextmanager
 def _quiet_gensim():
-    logging.getLogger("gensim").setLevel(logging.ERROR)
+    """Silence gensim's INFO log inside the block, then restore its level (no global state left changed)."""
+    logger = logging.getLogger("gensim")
+    previous = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(previous)
 
 
 def word_similarity(kv, benchmark: str = "wordsim353") -> tuple[float, float]:
@@ -60,8 +69,8 @@ def word_similarity(kv, benchmark: str = "wordsim353") -> tuple[float, float]:
 
     if benchmark not in BENCHMARKS:
         raise ValueError(f"benchmark must be one of {sorted(BENCHMARKS)}, got {benchmark!r}")
-    _quiet_gensim()
-    _pearson, spearman, oov = kv.evaluate_word_pairs(datapath(BENCHMARKS[benchmark]))
+    with _quiet_gensim():
+        _pearson, spearman, oov = kv.evaluate_word_pairs(datapath(BENCHMARKS[benchmark]))
     return float(spearman[0]), float(oov)
 
 
@@ -78,8 +87,8 @@ def analogy_accuracy(kv, restrict_vocab: int = 30000) -> tuple[float, int]:
     """
     from gensim.test.utils import datapath
 
-    _quiet_gensim()
-    score, sections = kv.evaluate_word_analogies(datapath("questions-words.txt"), restrict_vocab=restrict_vocab)
+    with _quiet_gensim():
+        score, sections = kv.evaluate_word_analogies(datapath("questions-words.txt"), restrict_vocab=restrict_vocab)
     total = next(s for s in sections if s["section"] == "Total accuracy")
     return float(score), len(total["correct"]) + len(total["incorrect"])
 
