@@ -25,10 +25,10 @@ from course_lib import checks
 from course_lib.activations import log_softmax
 from course_lib.checks import expect_shape
 from course_lib.progress import progress_bar
-from course_lib.training import TrainingHistory, blas_threads
 from course_lib.recurrent.clipping import clip_gradients
 from course_lib.recurrent.elman import rnn_backward, rnn_forward, rnn_step
 from course_lib.recurrent.perplexity import flatten_positions
+from course_lib.training import TrainingHistory, blas_threads
 
 PARAM_NAMES = ("E", "W", "U", "b", "V", "c")
 """The keys of a language model's parameter dict, in the order the trainer clips and updates them."""

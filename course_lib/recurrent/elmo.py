@@ -23,11 +23,11 @@ from torch import nn
 from torch.nn import functional as F
 
 from course_lib import checks
-from course_lib.recurrent.cells import LSTMCell
-from course_lib.text.vocabulary import Vocabulary
 from course_lib.progress import progress_bar
-from course_lib.training import TrainingHistory, eval_mode, optimizer_step, torch_seed
+from course_lib.recurrent.cells import LSTMCell
 from course_lib.recurrent.layers import Recurrent, bidirectional
+from course_lib.text.vocabulary import Vocabulary
+from course_lib.training import TrainingHistory, eval_mode, optimizer_step, torch_seed
 
 
 def scalar_mix(layers, weights, gamma):

@@ -21,11 +21,11 @@ from torch import nn
 from torch.nn import functional as F
 
 from course_lib import checks
-from course_lib.text.vocabulary import Vocabulary
 from course_lib.progress import progress_bar
-from course_lib.training import TrainingHistory, eval_mode, optimizer_step, torch_seed
 from course_lib.recurrent.layers import RecurrentNetwork
 from course_lib.recurrent.sampling import sample
+from course_lib.text.vocabulary import Vocabulary
+from course_lib.training import TrainingHistory, eval_mode, optimizer_step, torch_seed
 
 
 def batchify(ids, batch_size: int) -> torch.Tensor:

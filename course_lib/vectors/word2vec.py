@@ -18,9 +18,9 @@ from typing import Callable, Sequence
 import numpy as np
 
 from course_lib import checks
+from course_lib.activations import logistic as sigmoid  # sigma(x), stable for large |x|; ps02 imports it from here
 from course_lib.progress import progress_bar
 from course_lib.training import TrainingHistory, torch_threads
-from course_lib.activations import logistic as sigmoid  # sigma(x), stable for large |x|; ps02 imports it from here
 
 
 def skipgram_pairs(ids, window, rng=None):
