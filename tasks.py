@@ -11,6 +11,7 @@ For maintainers and instructors (see README.md):
     python3 tasks.py check     fail on drift between course_lib, solutions/ and exercises/, or leaks
     python3 tasks.py edition N write student edition N of course_lib (first N assignments revealed)
     python3 tasks.py grade A   check all submissions of assignment A, autograde them, report
+    python3 tasks.py chapter F execute one chapter alone (no book build); figures go to _build/chapter/
 """
 
 from __future__ import annotations
@@ -95,7 +96,7 @@ def main(argv: list[str]) -> int:
             build_book()
         elif command == "test":
             _run(PYTHON, "-m", "pytest", *rest)
-        elif command in ("sync", "release", "check", "edition", "grade", "leaks"):
+        elif command in ("sync", "release", "check", "edition", "grade", "leaks", "chapter"):
             _run(PYTHON, "-m", "course_tools", command, *rest)
         else:
             print(f"unknown command {command!r}\n{__doc__}", file=sys.stderr)

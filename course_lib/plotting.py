@@ -8,11 +8,15 @@ on, gradient norms in :doc:`/chapters/ch03_rnn` and :doc:`/chapters/ch04_lstm`.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
 from course_lib import checks
+
+STYLE = str(Path(__file__).with_name("book.mplstyle"))
+"""The book's one figure style; every chapter starts with ``plt.style.use(plotting.STYLE)``."""
 
 
 def _axes(ax, figsize):

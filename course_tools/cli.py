@@ -6,6 +6,7 @@
     edition N [--out DIR]   write student edition N (first N assignments revealed)
     grade ASSIGNMENT        check every submission, then autograde the gradable ones
     leaks PATH..            list solution text found in files under PATH
+    chapter FILE            execute one chapter alone; write its notebook and figures to _build/chapter/
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("assignment")
     p = sub.add_parser("leaks", help="find solution text or hidden tests in files")
     p.add_argument("paths", nargs="+", type=Path)
+    p = sub.add_parser("chapter", help="execute one chapter alone and write its figures to _build/chapter/")
+    p.add_argument("path", type=Path)
     args = parser.parse_args(argv)
 
     if args.command == "sync":
@@ -78,6 +81,10 @@ def main(argv: list[str] | None = None) -> int:
             print(leak)
         print("no leaks" if not leaks else f"{len(leaks)} leak(s)")
         return 1 if leaks else 0
+    if args.command == "chapter":
+        from .chapter import run_chapter
+
+        return run_chapter(args.path)
     return 2
 
 

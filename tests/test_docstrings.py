@@ -65,6 +65,10 @@ FUNCTIONS = [(module, name, obj) for module, name, obj in PUBLIC if _is_function
 
 # Public functions and methods that take and return no array (so have no shape to give).
 NO_ARRAYS = {
+    "course_lib.diagrams.canvas",  # drawing primitives: coordinates and text, no arrays
+    "course_lib.diagrams.box",
+    "course_lib.diagrams.arrow",
+    "course_lib.diagrams.note",
     "course_lib.checks.positive_int",  # an int
     "course_lib.progress.progress_bar",  # a tqdm bar
     "course_lib.testing.quiet",  # a context
