@@ -1,0 +1,118 @@
+"""The built book in a real browser, as a student reads it: headless Chromium at desktop and phone width.
+
+Every page of the table of contents, served over HTTP from ``_build/html``, is opened at
+1280 and 400 CSS pixels: it loads without console errors, its equations are typeset and
+none is clipped, its images load, and the page itself does not run wider than the screen.
+Search finds a term, and each assignment's download button gives the release notebook
+byte for byte. Chromium comes from Debian's packages (``course_tools.browser``); where it
+cannot be installed the tests are skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+
+import pytest
+import yaml
+
+from conftest import run
+from course_tools import browser
+
+pytestmark = pytest.mark.slow
+WIDTHS = (1280, 400)
+
+
+def _toc_pages(root) -> list[str]:
+    toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
+    pages = [toc["root"]]
+
+    def walk(entries):
+        for entry in entries:
+            if "file" in entry:
+                pages.append(entry["file"])
+            walk(entry.get("sections", []) + entry.get("chapters", []))
+
+    for part in toc.get("parts", []):
+        walk(part.get("chapters", []))
+    return [p.removesuffix(".md").removesuffix(".ipynb") for p in pages]
+
+
+@pytest.fixture(scope="module")
+def site(root):
+    reason = browser.ensure_chromium()
+    if reason:
+        pytest.skip(reason)
+    built = run([str(root / "tasks.py"), "book"], cwd=root, check=False)
+    assert built.returncode == 0, f"the book build failed:\n{built.stdout[-4000:]}\n{built.stderr[-2000:]}"
+    with browser.serve(root / "_build" / "html") as url:
+        yield url
+
+
+@pytest.fixture(scope="module", params=WIDTHS, ids=[f"{w}px" for w in WIDTHS])
+def page_reports(request, site, root):
+    """``page -> (measurements, console errors)`` for every page of the toc at one width."""
+    driver = browser.open_browser(request.param)
+    reports = {}
+    try:
+        for page in _toc_pages(root):
+            driver.get(f"{site}{page}.html")
+            typeset = browser.wait_until_typeset(driver)
+            measured = driver.execute_script(browser.MEASURE_PAGE, request.param)
+            measured["typeset_in_time"] = typeset
+            errors = [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+            reports[page] = (measured, errors)
+    finally:
+        driver.quit()
+    print(f"\nbrowser report at {request.param} px:")
+    for page, (m, errors) in reports.items():
+        print(f"  {page:45} equations {m['typeset']}/{m['displays']} typeset, clipped {len(m['clipped'])}, "
+              f"images {m['images']}, console errors {len(errors)}, width {m['pageWidth']}/{m['viewport']}")
+    return request.param, reports
+
+
+def test_every_page_loads_without_console_errors(page_reports):
+    _width, reports = page_reports
+    problems = {page: errors for page, (_m, errors) in reports.items() if errors}
+    assert not problems, json.dumps(problems, indent=1)[:3000]
+
+
+def test_every_equation_is_typeset_and_none_is_clipped(page_reports):
+    _width, reports = page_reports
+    assert sum(m["displays"] for m, _e in reports.values()) > 50, "the chapters have display equations"
+    for page, (m, _errors) in reports.items():
+        assert m["typeset_in_time"], f"{page}: MathJax did not finish"
+        assert m["typeset"] == m["displays"], f"{page}: {m['displays'] - m['typeset']} equations left as TeX"
+        assert not m["clipped"], f"{page}: clipped equations: {m['clipped'][:5]}"
+
+
+def test_images_load_and_pages_fit_the_screen(page_reports):
+    width, reports = page_reports
+    for page, (m, _errors) in reports.items():
+        assert not m["brokenImages"], f"{page}: images that do not load: {m['brokenImages']}"
+        assert m["pageWidth"] <= m["viewport"] + 1, \
+            f"{page} at {width} px: the page is {m['pageWidth']} px wide, so the reader must scroll sideways"
+
+
+def test_search_finds_a_term(site):
+    driver = browser.open_browser(1280)
+    try:
+        driver.get(f"{site}search.html?q=perplexity")
+        deadline, links = time.time() + 30, []
+        while time.time() < deadline and not links:
+            time.sleep(0.5)
+            links = driver.execute_script(
+                "return [...document.querySelectorAll('#search-results a')].map(a => a.getAttribute('href'))")
+    finally:
+        driver.quit()
+    assert any("ch03_rnn" in link for link in links), links
+
+
+def test_each_assignment_download_is_the_release_notebook(site, root):
+    for notebook in sorted((root / "exercises").glob("*/*.ipynb")):
+        relative = notebook.relative_to(root).as_posix()
+        html = urllib.request.urlopen(f"{site}{relative.removesuffix('.ipynb')}.html").read().decode("utf-8")
+        assert f"_sources/{relative}" in html, f"{relative}: no download link to the notebook"
+        downloaded = urllib.request.urlopen(f"{site}_sources/{relative}").read()
+        assert downloaded == notebook.read_bytes(), f"{relative}: the download differs from the release"
