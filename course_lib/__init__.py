@@ -9,8 +9,8 @@ that follow the book:
   (:doc:`/chapters/ch01_counts`); word2vec, gradient checks, alignment and the
   similarity and analogy benchmarks (:doc:`/chapters/ch02_word2vec`).
 - :mod:`course_lib.recurrent`: recurrent networks, chapters 3 and 4. The Elman RNN
-  and its language model in numpy, clipping, perplexity and sampling
-  (:doc:`/chapters/ch03_rnn`); RNN, LSTM and GRU cells and layers in PyTorch,
+  and its language model in numpy, clipping, perplexity, sampling and the n-gram
+  baseline (:doc:`/chapters/ch03_rnn`); RNN, LSTM and GRU cells and layers in PyTorch,
   language models, gradient flow and ELMo (:doc:`/chapters/ch04_lstm`).
 - ``course_lib.attention`` (planned, chapter 5): attention over a sequence.
 - ``course_lib.transformer`` (planned, chapters 6 to 8): the Transformer and the
