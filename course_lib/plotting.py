@@ -52,10 +52,67 @@ def word_map(points, words: Sequence[str], groups: Sequence[str] | None = None, 
         mask = np.array([g == group for g in groups])
         ax.scatter(points[mask, 0], points[mask, 1], s=18, label=group)
     for (x, y), word in zip(points, words):
-        ax.annotate(word, (x, y), xytext=(3, 3), textcoords="offset points", fontsize=9)
+        ax.annotate(word, (x, y), xytext=(3, 3), textcoords="offset points", fontsize=11)
     if groups[0] != "words" or len(set(groups)) > 1:
-        ax.legend(loc="best", fontsize=8, frameon=False)
+        ax.legend(loc="best", fontsize=11, frameon=False)
     ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+    return ax
+
+
+def place_labels(ax, crowd=30.0, step=4.0, tries=40):
+    """Move the word labels of a word map so that no label covers another label or a point. Chapter 1 on.
+
+    Each label tries places around its point, nearest first, and takes the first free one:
+    right, left, above or below an isolated point; for a point with other points within
+    ``crowd`` pixels, farther out and on the side away from them, joined to it by a thin line.
+    The points are the anchors ``(N, 2)`` of the ``N`` text labels of ``ax`` (as
+    :func:`word_map` draws them), in data coordinates; returns ``ax``.
+    """
+    fig = ax.figure
+    for label in ax.texts:
+        label.set_fontsize(11)
+    fig.canvas.draw()  # lay the figure out, so that the sizes of the labels are known
+    labels = list(ax.texts)
+    anchors = ax.transData.transform([label.xy for label in labels])  # (n, 2) the points, in pixels
+    frame = ax.get_window_extent()
+    clear = 6.0  # pixels around a point that no label may cover
+    taken = [(x - clear, y - clear, x + clear, y + clear) for x, y in anchors]
+
+    def is_free(box):
+        inside = frame.x0 <= box[0] and box[2] <= frame.x1 and frame.y0 <= box[1] and box[3] <= frame.y1
+        return inside and not any(box[0] < o[2] and o[0] < box[2] and box[1] < o[3] and o[1] < box[3]
+                                  for o in taken)
+
+    distance = np.linalg.norm(anchors[:, None] - anchors[None], axis=-1)  # (n, n) in pixels
+    n_near = (distance < crowd).sum(axis=1) - 1
+    for i in np.argsort(-n_near, kind="stable"):  # the most crowded points first
+        (x, y), extent = anchors[i], labels[i].get_window_extent()
+        w, h = extent.width, extent.height
+        if n_near[i]:  # 16 directions, those pointing away from the nearby points first
+            angles = np.linspace(0, 2 * np.pi, 16, endpoint=False)
+            away = anchors[i] - anchors[(distance[i] < 2 * crowd) & (distance[i] > 0)].mean(axis=0)
+            angles = angles[np.argsort(-(np.cos(angles) * away[0] + np.sin(angles) * away[1]), kind="stable")]
+            start = 3 * clear
+        else:  # right, left, above, below, then the diagonals
+            angles, start = np.deg2rad([0, 180, 90, 270, 45, 135, 315, 225]), clear
+        spot = None
+        for k in range(tries):
+            for a in angles:
+                cx = x + np.cos(a) * (start + k * step + w / 2)  # the label's centre
+                cy = y + np.sin(a) * (start + k * step + h / 2)
+                if is_free((cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2)):
+                    spot = (cx, cy)
+                    break
+            if spot:
+                break
+        spot = spot or (x + clear + w / 2, y)  # no free place found: right of the point
+        taken.append((spot[0] - w / 2, spot[1] - h / 2, spot[0] + w / 2, spot[1] + h / 2))
+        text, xy, color = labels[i].get_text(), labels[i].xy, labels[i].get_color()
+        labels[i].remove()
+        line = dict(arrowstyle="-", color="0.5", linewidth=0.8, shrinkA=1, shrinkB=3)
+        ax.annotate(text, xy, xytext=((spot[0] - x) * 72 / fig.dpi, (spot[1] - y) * 72 / fig.dpi),
+                    textcoords="offset points", ha="center", va="center", fontsize=11, color=color,
+                    arrowprops=line if n_near[i] or k > 0 else None)
     return ax
 
 
@@ -83,7 +140,7 @@ def similarity_heatmap(similarities, labels: Sequence[str], ax=None,
     if annotate:
         for i in range(len(labels)):
             for j in range(len(labels)):
-                ax.text(j, i, f"{sims[i, j]:.2f}", ha="center", va="center", fontsize=7,
+                ax.text(j, i, f"{sims[i, j]:.2f}", ha="center", va="center", fontsize=11 if len(sims) <= 12 else 9,
                         color="white" if abs(sims[i, j]) > 0.6 * max(abs(vmin), abs(vmax)) else "black")
     ax.set_title(title)
     return ax

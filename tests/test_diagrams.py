@@ -34,3 +34,20 @@ def test_box_rejects_an_unknown_role():
 def test_the_book_style_loads():
     with plt.style.context(plotting.STYLE):
         assert plt.rcParams["font.size"] == 12 and plt.rcParams["savefig.dpi"] == 200
+
+
+def test_place_labels_leaves_no_label_over_another():
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    points = np.vstack([rng.normal(0, 0.05, size=(8, 2)), rng.normal(3, 1.0, size=(8, 2))])  # a crowd and a spread
+    words = [f"word{i}" for i in range(len(points))]
+    with plt.style.context(plotting.STYLE):
+        ax = plotting.word_map(points, words)
+        plotting.place_labels(ax)
+        ax.figure.canvas.draw()
+        boxes = [matplotlib.text.Text.get_window_extent(t) for t in ax.texts]  # the text, not its leader line
+    assert sorted(t.get_text() for t in ax.texts) == sorted(words), "every word keeps its label"
+    overlaps = [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:] if a.overlaps(b)]
+    assert not overlaps, f"{len(overlaps)} pairs of labels overlap"
+    plt.close(ax.figure)
