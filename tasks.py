@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 """The course's commands. Needs only Python 3.11; everything else is installed into .venv.
 
-    python3 tasks.py book      set up .venv if needed, then build the book into _build/html
+    python3 tasks.py book      set up .venv if needed, then build the book (from the public tree) into _build/html
     python3 tasks.py test      set up .venv if needed, then run the whole test suite
 
 For maintainers and instructors (see README.md):
 
-    python3 tasks.py sync      copy answer cells from course_lib into solutions/, embed hidden tests
+    python3 tasks.py sync      copy answer cells from course_lib into solutions/, embed hidden tests,
+                               write each assignment's install cell (its edition's wheel URL)
     python3 tasks.py release   regenerate exercises/ from solutions/ with nbgrader
     python3 tasks.py check     fail on drift between course_lib, solutions/ and exercises/, or leaks
     python3 tasks.py edition N write student edition N of course_lib (first N assignments revealed)
+    python3 tasks.py public    write what students may see into _build/public (--out DIR), leak-checked
     python3 tasks.py grade A   check all submissions of assignment A, autograde them, report
     python3 tasks.py chapter F execute one chapter alone (no book build); figures go to _build/chapter/
 """
@@ -71,14 +73,22 @@ def _library_fingerprint() -> str:
 
 
 def build_book() -> None:
-    """Build the book with -W. The execution cache is keyed by each chapter's code only, so
-    it is dropped whenever course_lib changes: every number in the book comes from the current library."""
+    """Build the book with -W from the public tree (``tasks.py public``: what students may see,
+    leak-checked, with the chapter notebooks for Colab and one wheel of course_lib's student edition
+    per assignment in ``_static/editions/``, which the book then serves), into ``_build/html``.
+
+    The execution cache is keyed by each chapter's code only, so it is dropped whenever
+    course_lib changes: every number in the book comes from the current library."""
     started = time.time()
     cache, stamp = ROOT / "_build" / ".jupyter_cache", ROOT / "_build" / ".course_lib.sha256"
     fingerprint = _library_fingerprint()
     if not stamp.exists() or stamp.read_text() != fingerprint:
         shutil.rmtree(cache, ignore_errors=True)
-    _run(BIN / "jupyter-book", "build", ROOT, "--all", "--builder", "html", "-W", "--keep-going")
+    public = ROOT / "_build" / "public"
+    _run(PYTHON, "-m", "course_tools", "public", "--out", public)
+    # --path-output: the HTML goes to _build/html; the cache path in _config.yml is relative to ROOT (the cwd)
+    _run(BIN / "jupyter-book", "build", public, "--path-output", ROOT, "--all", "--builder", "html",
+         "-W", "--keep-going")
     stamp.write_text(fingerprint)
     print(f"book built in {time.time() - started:.0f} s: open {ROOT / '_build' / 'html' / 'index.html'}")
 
@@ -96,7 +106,7 @@ def main(argv: list[str]) -> int:
             build_book()
         elif command == "test":
             _run(PYTHON, "-m", "pytest", *rest)
-        elif command in ("sync", "release", "check", "edition", "grade", "leaks", "chapter"):
+        elif command in ("sync", "release", "check", "edition", "public", "grade", "leaks", "chapter"):
             _run(PYTHON, "-m", "course_tools", command, *rest)
         else:
             print(f"unknown command {command!r}\n{__doc__}", file=sys.stderr)

@@ -19,7 +19,8 @@ that follow the book:
   :mod:`course_lib.training` (what the training loops return, contexts that
   restore global state), :mod:`course_lib.progress` (progress bars),
   :mod:`course_lib.activations` (activation functions and a stable log-softmax),
-  :mod:`course_lib.plotting` (the figures the chapters draw) and
+  :mod:`course_lib.plotting` (the figures the chapters draw and the book's figure style),
+  :mod:`course_lib.diagrams` (the architecture diagrams) and
   :mod:`course_lib.testing` (the checks the assignments' test cells call).
 
 **Shape letters.** Every shape in a docstring or in a ``# (B, T, H)`` comment is

@@ -1,9 +1,11 @@
 """Command line of the course tooling: ``python -m course_tools COMMAND``.
 
-    sync [--check]          copy answer cells from course_lib into solutions/, embed hidden cases
+    sync [--check]          copy answer cells from course_lib into solutions/, embed hidden cases,
+                            write the install cell (student edition, wheel URL) of each assignment
     release [ASSIGNMENT..]  regenerate exercises/ with nbgrader generate_assignment
-    check                   fail on any drift: answer cells, hidden cases, exercises/, leaks
+    check                   fail on any drift: answer cells, hidden cases, install cells, exercises/, leaks
     edition N [--out DIR]   write student edition N (first N assignments revealed)
+    public [--out DIR]      write the student-facing tree (default _build/public) and check it for leaks
     grade ASSIGNMENT        check every submission, then autograde the gradable ones
     leaks PATH..            list solution text found in files under PATH
     chapter FILE            execute one chapter alone; write its notebook and figures to _build/chapter/
@@ -30,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("edition", help="write a student edition of course_lib")
     p.add_argument("number", type=int, help="how many assignments to reveal (0: none)")
     p.add_argument("--out", type=Path, help="output folder (default _build/student_edition/editionN)")
+    p = sub.add_parser("public", help="write what students may see (book sources, notebooks, wheels) and check it")
+    p.add_argument("--out", type=Path, help="output folder (default _build/public)")
     p = sub.add_parser("grade", help="check submissions, then run nbgrader autograde on the gradable ones")
     p.add_argument("assignment")
     p = sub.add_parser("leaks", help="find solution text or hidden tests in files")
@@ -39,9 +43,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.command == "sync":
+        from .public import sync_install_cells
         from .sync import sync
 
-        changes = sync(check=args.check)
+        changes = sync(check=args.check) + sync_install_cells(check=args.check)
         for line in changes:
             print(("out of date: " if args.check else "synced: ") + line)
         if not changes:
@@ -55,10 +60,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "check":
         from .leaks import find_leaks
+        from .public import sync_install_cells
         from .release import drift
         from .sync import sync
 
-        problems = sync(check=True) + drift() + [str(leak) for leak in find_leaks([ROOT / "exercises"])]
+        problems = (sync(check=True) + sync_install_cells(check=True) + drift()
+                    + [str(leak) for leak in find_leaks([ROOT / "exercises"])])
         for line in problems:
             print(line)
         print("no drift, no leaks" if not problems else f"{len(problems)} problem(s)")
@@ -68,6 +75,17 @@ def main(argv: list[str] | None = None) -> int:
 
         out = write_edition(args.out or ROOT / "_build" / "student_edition" / f"edition{args.number}", args.number)
         print(f"wrote student edition {args.number} to {out}; install it with: pip install {out}")
+        return 0
+    if args.command == "public":
+        from .public import PublicTreeError, build_public
+
+        try:
+            out = build_public(args.out)
+        except PublicTreeError as error:
+            print(error, file=sys.stderr)
+            return 1
+        files = sum(1 for p in out.rglob("*") if p.is_file() and ".git" not in p.relative_to(out).parts)
+        print(f"wrote the public tree ({files} files, no leaks) to {out}")
         return 0
     if args.command == "grade":
         from .batch import grade

@@ -9,6 +9,7 @@ assignment N+1 install edition N, and so does the grader.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -30,7 +31,7 @@ dependencies = {dependencies}
 
 [tool.setuptools.packages.find]
 include = ["course_lib", "course_lib.*"]
-"""
+{package_data}"""
 
 
 def transform(text: str, reveal) -> str:
@@ -70,6 +71,19 @@ def edition_number(assignment: str, root: Path = ROOT) -> int:
     return names.index(assignment)
 
 
+def edition_version(number: int, root: Path = ROOT) -> str:
+    """The version of edition ``number``: course_lib's, with the local label ``+student<number>``."""
+    import tomllib
+
+    project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    return re.sub(r"[^0-9.]", "", project["version"]) + f"+student{number}"
+
+
+def wheel_name(number: int, root: Path = ROOT) -> str:
+    """The file name of the wheel of edition ``number`` (what ``pip wheel`` of the edition writes)."""
+    return f"course_lib-{edition_version(number, root)}-py3-none-any.whl"
+
+
 def write_edition(out_dir: Path, number: int, root: Path = ROOT) -> Path:
     """Write edition ``number`` as an installable project (``pip install out_dir``).
 
@@ -85,7 +99,14 @@ def write_edition(out_dir: Path, number: int, root: Path = ROOT) -> Path:
         shutil.rmtree(out_dir)
     target = out_dir / "course_lib"
     target.mkdir(parents=True)
-    for path in sorted(lib.rglob("*.py")):
+    for path in sorted(lib.rglob("*")):
+        if path.is_dir() or "__pycache__" in path.parts or path.suffix == ".pyc":
+            continue
+        dest = target / path.relative_to(lib)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if path.suffix != ".py":  # package data, such as the book's figure style
+            shutil.copyfile(path, dest)
+            continue
         text = path.read_text(encoding="utf-8")
         here = [ex for ex in exercises.values() if ex.path == path]
 
@@ -93,12 +114,17 @@ def write_edition(out_dir: Path, number: int, root: Path = ROOT) -> Path:
             owner = next(ex for ex in here if ex.start <= line_number <= ex.end)
             return owner.key in reveal
 
-        dest = target / path.relative_to(lib)
-        dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_text(transform(text, keep) if here else text, encoding="utf-8")
-    project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    deps = "[" + ", ".join(f'"{d}"' for d in project["dependencies"]) + "]"
-    version = re.sub(r"[^0-9.]", "", project["version"]) + f"+student{number}"
+    pyproject = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
+    deps = "[" + ", ".join(f'"{d}"' for d in pyproject["project"]["dependencies"]) + "]"
+    # course_lib's package data (the figure style) goes into the edition's wheel too
+    data = {package: patterns for package, patterns in
+            pyproject.get("tool", {}).get("setuptools", {}).get("package-data", {}).items()
+            if package.split(".")[0] == "course_lib"}
+    package_data = "".join(f"{package} = {json.dumps(patterns)}\n" for package, patterns in data.items())
+    if package_data:
+        package_data = "\n[tool.setuptools.package-data]\n" + package_data
     (out_dir / "pyproject.toml").write_text(
-        PYPROJECT.format(version=version, number=number, dependencies=deps), encoding="utf-8")
+        PYPROJECT.format(version=edition_version(number, root), number=number, dependencies=deps,
+                         package_data=package_data), encoding="utf-8")
     return out_dir

@@ -1,12 +1,13 @@
 """The book: a real Jupyter Book build of the repository, then checks of the HTML a student reads.
 
-The build is the README's (``jupyter-book build . -W``: any Sphinx warning or cell
-error fails it), into ``_build/html``, with the execution cache in
-``_build/.jupyter_cache`` so an unchanged rebuild executes nothing.
+The build is the README's (``tasks.py book``: the public tree, then ``jupyter-book build``
+of it with ``-W``, so any Sphinx warning or cell error fails it), into ``_build/html``,
+with the execution cache in ``_build/.jupyter_cache`` so an unchanged rebuild executes nothing.
 """
 
 from __future__ import annotations
 
+import html as html_text
 import re
 import shutil
 import subprocess
@@ -17,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from conftest import run
-from course_tools import leaks, tool_env
+from course_tools import edition, exercises, leaks, public, tool_env
 
 pytestmark = pytest.mark.slow
-PAGES = ["intro", "chapters/ch01_counts", "chapters/ch02_word2vec", "chapters/ch03_rnn", "chapters/ch04_lstm",
+PAGES = ["intro", "self_study", "chapters/ch01_counts", "chapters/ch02_word2vec", "chapters/ch03_rnn", "chapters/ch04_lstm",
          "exercises/ps01_counts/ps01_counts", "exercises/ps02_word2vec/ps02_word2vec", "exercises/ps03_rnn/ps03_rnn",
          "exercises/ps04_lstm/ps04_lstm", "api", "bibliography"]
 
@@ -67,7 +68,7 @@ def test_chapter_renders_math_citations_and_figures(html):
     assert (html / "_static" / "mathjax" / "tex-chtml.js").exists()
     assert "cdn.jsdelivr.net/npm/mathjax" not in page
     assert re.search(r'href="[^"]*bibliography\.html#id\d+"', page), "citations should link to the bibliography"
-    images = re.findall(r'<img[^>]+src="([^"]+\.png)"', page)
+    images = re.findall(r'<img[^>]+src="([^"]*_images/[^"]+\.(?:png|svg))"', page)  # figures, not the theme's logos
     assert len(images) >= 3, "the chapter should show its figures"
     for src in images:
         assert (html / "chapters" / src).resolve().exists(), src
@@ -80,10 +81,43 @@ def test_bibliography_lists_the_cited_papers(html):
         assert author in page, author
 
 
-def test_launch_buttons_are_configured(html):
-    page = _page(html, "chapters/ch01_counts")
-    for host in ["mybinder.org", "colab.research.google.com", "hub.example.edu"]:
-        assert host in page, host
+def _hrefs(page):
+    return [html_text.unescape(href) for href in re.findall(r'href="([^"]+)"', page)]
+
+
+@pytest.mark.parametrize("name", ["chapters/ch01_counts", "exercises/ps01_counts/ps01_counts"])
+def test_launch_and_repository_buttons_open_notebooks_of_the_public_repository(html, root, name):
+    """Colab and Binder get the .ipynb of the page in the public repository; every link there derives from _config.yml."""
+    site = public.read_site(root)
+    hrefs = _hrefs(_page(html, name))
+    assert site.colab_url(f"{name}.ipynb") in hrefs
+    assert site.binder_url(f"{name}.ipynb") in hrefs
+    assert site.repository_url in hrefs  # the repository button
+    owner, _name = site.github
+    ours = [h for h in hrefs if h.startswith(f"https://github.com/{owner}/")]
+    assert ours and all(h == site.repository_url or h.startswith(site.repository_url + "/") for h in ours), ours
+    assert not [h for h in hrefs if "colab.research.google.com" in h and not h.endswith(".ipynb")]
+    assert not [h for h in hrefs if "hub/user-redirect" in h], "no JupyterHub button"
+
+
+def test_exercise_pages_link_the_wheel_the_book_serves(html, root):
+    site = public.read_site(root)
+    for assignment in exercises.assignments(root):
+        number = edition.edition_number(assignment, root)
+        wheel = edition.wheel_name(number, root)
+        page = _page(html, f"exercises/{assignment}/{assignment}")
+        assert site.wheel_url(number, root) in _hrefs(page), assignment
+        assert f"pip install {wheel}" in html_text.unescape(re.sub(r"<[^>]+>", "", page))
+        served = html / public.EDITIONS / wheel
+        assert served.read_bytes() == (root / "_build" / "public" / public.EDITIONS / wheel).read_bytes()
+
+
+def test_next_follows_the_course(html, root):
+    """Each problem set comes right after its chapter."""
+    order = [p.with_suffix("").as_posix() for p in public.toc_files(root)]
+    for here, after in zip(order, order[1:]):
+        link = re.search(r'<a[^>]*class="right-next"[^>]*>', _page(html, here))
+        assert link and re.search(rf'href="[^"]*{re.escape(Path(after).name)}\.html"', link.group(0)), (here, after)
 
 
 def test_api_reference_documents_every_public_function(html):
