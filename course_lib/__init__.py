@@ -11,7 +11,8 @@ that follow the book:
 - :mod:`course_lib.recurrent`: recurrent networks, chapters 3 and 4. The Elman RNN
   and its language model in numpy, clipping, perplexity, sampling and the n-gram
   baseline (:doc:`/chapters/ch03_rnn`); RNN, LSTM and GRU cells and layers in PyTorch,
-  language models, gradient flow and ELMo (:doc:`/chapters/ch04_lstm`).
+  language models, gradient flow, tasks with long-range dependencies and ELMo
+  (:doc:`/chapters/ch04_lstm`).
 - ``course_lib.attention`` (planned, chapter 5): attention over a sequence.
 - ``course_lib.transformer`` (planned, chapters 6 to 8): the Transformer and the
   models built on it.

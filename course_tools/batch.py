@@ -7,7 +7,8 @@
 2. runs the real ``nbgrader autograde <assignment>``, which grades every
    readable submission and carries on past broken ones (its full log goes to
    ``autograded/<assignment>.log``);
-3. prints each student's score from the gradebook beside any problem found.
+3. prints each student's score from the gradebook beside any problem found, and the
+   points still waiting for the instructor (written answers graded by hand).
 
 Nothing in ``submitted/`` is changed or deleted. The exit status is 0 when every
 submission was graded and 1 when some need the instructor's attention.
@@ -46,7 +47,8 @@ def grade(assignment: str, course: Path | None = None) -> int:
     for student in sorted(problems):
         score = scores.get(student)
         shown = f"{score[0]:g}/{score[1]:g}" if score and not problems[student] else "not graded"
-        note = "; ".join(problems[student])
+        waiting = [f"{score[2]:g} points to grade by hand"] if score and score[2] and not problems[student] else []
+        note = "; ".join(problems[student] + waiting)
         print(f"  {student:<20} {shown:>12}  {note}")
     troubled = [s for s, p in problems.items() if p]
     if result.returncode != 0 and not troubled:
@@ -55,8 +57,8 @@ def grade(assignment: str, course: Path | None = None) -> int:
     return 1 if troubled else 0
 
 
-def _scores(course: Path, assignment: str) -> dict[str, tuple[float, float]]:
-    """``student -> (score, max score)`` for the graded submissions of ``assignment``."""
+def _scores(course: Path, assignment: str) -> dict[str, tuple[float, float, float]]:
+    """``student -> (score, max score, points waiting to be graded by hand)`` for the graded submissions."""
     from nbgrader.api import Gradebook, MissingEntry
 
     url = os.environ.get("NBGRADER_DB_URL") or f"sqlite:///{course / 'gradebook.db'}"
@@ -67,6 +69,8 @@ def _scores(course: Path, assignment: str) -> dict[str, tuple[float, float]]:
         except MissingEntry:
             return out
         for sub in submissions:
-            out[sub.student_id] = (sub.score, sub.max_score)
+            waiting = sum(grade.max_score for notebook in sub.notebooks for grade in notebook.grades
+                          if grade.needs_manual_grade)
+            out[sub.student_id] = (sub.score, sub.max_score, waiting)
     return out
 

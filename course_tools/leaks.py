@@ -6,7 +6,8 @@ A leak is any of these, found in a file under the scanned paths:
 - a line of the answer of an exercise function (the lines between its markers
   in course_lib, at least ``MIN_LENGTH`` characters long, so that a lone
   ``return x`` does not count);
-- a line of the embedded cases of a hidden test cell in ``solutions/``.
+- a line of the embedded cases of a hidden test cell in ``solutions/``;
+- a line of the model answer of a written question (a markdown answer cell in ``solutions/``).
 
 Text is compared after HTML tags are stripped, entities unescaped, notebook
 JSON decoded and runs of white space folded, so syntax highlighting cannot hide a leak.
@@ -53,6 +54,12 @@ def signatures(root: Path = ROOT) -> dict[str, str]:
     for assignment in assignments(root):
         for path in solution_notebooks(assignment, root):
             for cell in nbformat.read(path, as_version=4).cells:
+                meta = cell.metadata.get("nbgrader", {})
+                if cell.cell_type == "markdown" and meta.get("solution"):  # a model answer graded by hand
+                    for line in cell.source.splitlines():
+                        if len(_fold(line)) >= MIN_LENGTH:
+                            sigs[_fold(line)] = f"a line of the model answer of {meta.get('grade_id')} ({assignment})"
+                    continue
                 inside = False
                 for line in cell.source.splitlines():
                     if "BEGIN HIDDEN TESTS" in line:

@@ -20,6 +20,8 @@ from conftest import run
 ASSIGNMENT = "ps01_counts"
 NOTEBOOK = f"{ASSIGNMENT}.ipynb"
 FUNCTIONS = ["one_hot", "tfidf", "ppmi", "cosine_similarity"]
+POINTS = {"one_hot": 10, "tfidf": 25, "ppmi": 30, "cosine_similarity": 20}  # weighted by difficulty
+WRITTEN = "written_ppmi_smoothing"  # the written question, 15 points, graded by hand
 pytestmark = pytest.mark.slow
 
 
@@ -85,44 +87,73 @@ def course(tmp_path_factory, root):
 
 
 def _scores(course: Path, student: str, assignment: str = ASSIGNMENT) -> dict[str, float]:
+    """Autograded (and hand-graded) points per grade cell; a cell nobody has graded yet counts 0."""
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         notebook = gb.find_submission_notebook(assignment, assignment, student)
-        return {grade.name: grade.score for grade in notebook.grades}
+        return {grade.name: grade.score or 0.0 for grade in notebook.grades}
+
+
+def _written_cells(root: Path, assignment: str) -> dict[str, float]:
+    """grade_id -> points of the answer cells graded by hand (markdown solution cells)."""
+    nb = nbformat.read(root / "solutions" / assignment / f"{assignment}.ipynb", as_version=4)
+    return {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"] for c in nb.cells
+            if c.cell_type == "markdown" and c.metadata.get("nbgrader", {}).get("grade")}
+
+
+def _grade_by_hand(course: Path, student: str, grade_id: str, points: float, assignment: str = ASSIGNMENT):
+    """What the instructor does in nbgrader's formgrader: give a hand-graded cell its points."""
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        grade = gb.find_grade(grade_id, assignment, assignment, student)
+        assert grade.needs_manual_grade, f"{student}'s {grade_id} should wait for the instructor"
+        grade.manual_score = points
+        gb.db.commit()
+
+
+def _total(course: Path, student: str, assignment: str = ASSIGNMENT) -> float:
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        return gb.find_submission(assignment, student).score
 
 
 def _function_points(scores: dict[str, float]) -> dict[str, float]:
     return {f: scores[f"test_{f}"] + scores[f"hidden_{f}"] for f in FUNCTIONS}
 
 
-def test_points_add_up_to_100_with_25_per_function(course):
+def test_points_follow_difficulty_and_add_up_to_100(course):
     course, _ = course
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         assignment = gb.find_assignment(ASSIGNMENT)
         assert assignment.max_score == 100
         cells = {c.name: c.max_score for c in assignment.notebooks[0].grade_cells}
-    assert _function_points(cells) == {f: 25 for f in FUNCTIONS}
+    assert _function_points(cells) == POINTS
+    assert all(cells[f"test_{f}"] == 0.4 * POINTS[f] for f in FUNCTIONS), "40 % visible, 60 % hidden"
+    assert cells[WRITTEN] == 15
 
 
-def test_solution_scores_full_marks(course):
+def test_solution_scores_full_marks_once_the_written_answer_is_graded_by_hand(course):
     course, _ = course
-    assert sum(_scores(course, "full").values()) == 100
+    assert sum(_scores(course, "full").values()) == 100 - 15, "the autograded points"
+    _grade_by_hand(course, "full", WRITTEN, 15)
+    assert _total(course, "full") == 100
 
 
 def test_unmodified_release_scores_zero(course):
     course, _ = course
     assert sum(_scores(course, "blank").values()) == 0
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        untouched = gb.find_grade(WRITTEN, ASSIGNMENT, ASSIGNMENT, "blank")
+        assert not untouched.needs_manual_grade and untouched.score == 0, "an answer left empty needs no grading"
 
 
 def test_one_wrong_function_loses_exactly_its_points(course):
     course, _ = course
     points = _function_points(_scores(course, "wrong_tfidf"))
-    assert points == {"one_hot": 25, "tfidf": 0, "ppmi": 25, "cosine_similarity": 25}
+    assert points == dict(POINTS, tfidf=0)
 
 
 def test_edited_locked_test_cells_are_graded_with_the_released_tests(course):
     course, _ = course
     points = _function_points(_scores(course, "edited_tests"))
-    assert points == {"one_hot": 0, "tfidf": 25, "ppmi": 25, "cosine_similarity": 25}
+    assert points == dict(POINTS, one_hot=0)
     autograded = nbformat.read(course / "autograded" / "edited_tests" / ASSIGNMENT / NOTEBOOK, as_version=4)
     assert "assert_close" in _cell(autograded, "test_one_hot").source
     assert "check_cases" in _cell(autograded, "hidden_one_hot").source
@@ -131,7 +162,7 @@ def test_edited_locked_test_cells_are_graded_with_the_released_tests(course):
 def test_importing_the_instructors_answer_scores_zero_for_that_function(course):
     course, _ = course
     points = _function_points(_scores(course, "imports_answer"))
-    assert points == {"one_hot": 25, "tfidf": 25, "ppmi": 25, "cosine_similarity": 0}
+    assert points == dict(POINTS, cosine_similarity=0)
     autograded = nbformat.read(course / "autograded" / "imports_answer" / ASSIGNMENT / NOTEBOOK, as_version=4)
     errors = [o for o in _cell(autograded, "test_cosine_similarity").outputs if o.output_type == "error"]
     assert errors and errors[0].ename == "NotImplementedError"
@@ -144,7 +175,8 @@ def test_malformed_submissions_are_named_and_do_not_stop_the_batch(course):
     assert "broken JSON" in lines["broken_json"] or "not a valid notebook" in lines["broken_json"]
     assert "not graded" in lines["broken_json"]
     assert f"{NOTEBOOK} is missing" in lines["missing_notebook"]
-    assert "100/100" in lines["full"] and "75/100" in lines["wrong_tfidf"] and "0/100" in lines["blank"]
+    assert "85/100" in lines["full"] and "15 points to grade by hand" in lines["full"]
+    assert "60/100" in lines["wrong_tfidf"] and "0/100" in lines["blank"]
     # nothing was lost: the broken files are still where the students put them
     assert (course / "submitted" / "broken_json" / ASSIGNMENT / NOTEBOOK).read_text().startswith('{"cells"')
     assert (course / "submitted" / "missing_notebook" / ASSIGNMENT / "notes.txt").exists()
@@ -152,6 +184,8 @@ def test_malformed_submissions_are_named_and_do_not_stop_the_batch(course):
 
 def test_feedback_and_export(course):
     course, _ = course
+    if _total(course, "full") < 100:  # the hand-graded answer, if the test above did not run
+        _grade_by_hand(course, "full", WRITTEN, 15)
     run(["-m", "nbgrader", "generate_feedback", ASSIGNMENT], cwd=course)
     feedback = course / "feedback" / "full" / ASSIGNMENT / f"{ASSIGNMENT}.html"
     assert "100" in feedback.read_text(encoding="utf-8")
@@ -202,20 +236,31 @@ def later_course(request, tmp_path_factory, root):
     return assignment, course, graded
 
 
-def test_later_assignment_grades_full_marks_and_zero(later_course):
+def _cell_points(root: Path, assignment: str) -> dict[str, float]:
+    nb = nbformat.read(root / "solutions" / assignment / f"{assignment}.ipynb", as_version=4)
+    return {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"] for c in nb.cells
+            if c.metadata.get("nbgrader", {}).get("grade")}
+
+
+def test_later_assignment_grades_full_marks_and_zero(later_course, root):
     assignment, course, graded = later_course
+    points, written = _cell_points(root, assignment), _written_cells(root, assignment)
+    assert sum(points.values()) == 100 and sum(written.values()) == 15
     full, blank = _scores(course, "full", assignment), _scores(course, "blank", assignment)
-    assert sum(full.values()) == 100, {k: v for k, v in full.items() if v == 0}
+    assert {k: v for k, v in full.items() if k not in written} == {k: v for k, v in points.items() if k not in written}, \
+        "every autograded cell of the solution gets all its points"
     assert sum(blank.values()) == 0
-    names = {k.split("_", 1)[1] for k in full}
-    assert all(full[f"test_{n}"] + full[f"hidden_{n}"] == 100 / len(names) for n in names)
+    for grade_id, value in written.items():
+        _grade_by_hand(course, "full", grade_id, value, assignment)
+    assert _total(course, "full", assignment) == 100
 
 
-def test_one_mistake_loses_exactly_that_functions_points(later_course):
+def test_one_mistake_loses_exactly_that_functions_points(later_course, root):
     """The other functions' tests do not call the mistaken one, so nothing else is lost."""
     assignment, course, _ = later_course
     name = MISTAKES[assignment][0]
+    points, written = _cell_points(root, assignment), _written_cells(root, assignment)
     scores = _scores(course, "one_mistake", assignment)
     assert scores[f"test_{name}"] == 0 and scores[f"hidden_{name}"] == 0, scores
-    functions = len(scores) // 2
-    assert sum(scores.values()) == 100 - 100 / functions, {k: v for k, v in scores.items() if v == 0}
+    lost = points[f"test_{name}"] + points[f"hidden_{name}"]
+    assert sum(scores.values()) == 100 - sum(written.values()) - lost, {k: v for k, v in scores.items() if v == 0}

@@ -116,8 +116,10 @@ def test_release_has_no_solution_text_or_hidden_tests(root):
     found = leaks.find_leaks([root / "exercises"])
     assert not found, "\n".join(map(str, found))
     nb = nbformat.read(root / "exercises" / "ps01_counts" / "ps01_counts.ipynb", as_version=4)
-    stubs = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")]
+    stubs = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution") and c.cell_type == "code"]
     assert len(stubs) == 4 and all("raise NotImplementedError()" in c.source for c in stubs)
+    written = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution") and c.cell_type == "markdown"]
+    assert [c.source for c in written] == ["YOUR ANSWER HERE"], "the model answer of the written question stays out"
 
 
 @pytest.mark.parametrize("suffix", [".html", ".ipynb"])
