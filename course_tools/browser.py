@@ -99,7 +99,7 @@ def wait_until_typeset(driver, timeout: float = 30.0) -> bool:
 
 MEASURE_PAGE = """
 const width = arguments[0];  // the screen's width in CSS pixels (a phone's layout grows to fit wide content)
-const out = {displays: 0, typeset: 0, clipped: [], images: 0, brokenImages: [], rawTex: 0,
+const out = {displays: 0, typeset: 0, clipped: [], images: 0, brokenImages: [], rawTex: 0,  // noAlt, noCaption below
              pageWidth: document.documentElement.scrollWidth, viewport: width};
 for (const m of document.querySelectorAll('div.math')) {
   out.displays += 1;
@@ -115,9 +115,15 @@ for (const m of document.querySelectorAll('div.math')) {
       out.clipped.push(m.textContent.trim().slice(0, 50) + ' (' + Math.max(lost, beyond) + ' px)');
   }
 }
-for (const img of document.querySelectorAll('article img, main img')) {
+out.noAlt = []; out.noCaption = [];
+for (const img of document.querySelectorAll('article img')) {
   out.images += 1;
-  if (!img.complete || img.naturalWidth === 0) out.brokenImages.push(img.getAttribute('src').slice(0, 80));
+  const src = img.getAttribute('src').slice(0, 80), alt = (img.getAttribute('alt') || '').trim();
+  if (!img.complete || img.naturalWidth === 0) out.brokenImages.push(src);
+  // alt text a reader can use: words, not a file name or a hash
+  if (alt.split(/\s+/).length < 4 || /^[0-9a-f]{16,}/.test(alt)) out.noAlt.push(src + ' alt=' + JSON.stringify(alt));
+  const figure = img.closest('figure');
+  if (img.closest('.cell_output') && !(figure && figure.querySelector('figcaption'))) out.noCaption.push(src);
 }
 out.rawTex = (document.querySelector('article') || document.body).innerText.split('$$').length - 1;
 return out;

@@ -68,7 +68,8 @@ def page_reports(request, site, root):
     print(f"\nbrowser report at {request.param} px:")
     for page, (m, errors) in reports.items():
         print(f"  {page:45} equations {m['typeset']}/{m['displays']} typeset, clipped {len(m['clipped'])}, "
-              f"images {m['images']}, console errors {len(errors)}, width {m['pageWidth']}/{m['viewport']}")
+              f"images {m['images']} (no alt {len(m['noAlt'])}, no caption {len(m['noCaption'])}), "
+              f"console errors {len(errors)}, width {m['pageWidth']}/{m['viewport']}")
     return request.param, reports
 
 
@@ -87,10 +88,13 @@ def test_every_equation_is_typeset_and_none_is_clipped(page_reports):
         assert not m["clipped"], f"{page}: clipped equations: {m['clipped'][:5]}"
 
 
-def test_images_load_and_pages_fit_the_screen(page_reports):
+def test_images_load_have_alt_text_and_captions_and_pages_fit_the_screen(page_reports):
     width, reports = page_reports
+    assert sum(m["images"] for m, _e in reports.values()) >= 20, "the chapters have figures"
     for page, (m, _errors) in reports.items():
         assert not m["brokenImages"], f"{page}: images that do not load: {m['brokenImages']}"
+        assert not m["noAlt"], f"{page}: images without alt text a reader can use: {m['noAlt'][:3]}"
+        assert not m["noCaption"], f"{page}: figures of the code's output without a numbered caption: {m['noCaption'][:3]}"
         assert m["pageWidth"] <= m["viewport"] + 1, \
             f"{page} at {width} px: the page is {m['pageWidth']} px wide, so the reader must scroll sideways"
 
