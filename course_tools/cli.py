@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.command == "sync":
-        from .public import sync_install_cells
+        from .install_cells import sync_install_cells
         from .sync import sync
 
         changes = sync(check=args.check) + sync_install_cells(check=args.check)
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "check":
         from .leaks import find_leaks
-        from .public import sync_install_cells
+        from .install_cells import sync_install_cells
         from .release import drift
         from .sync import sync
 
@@ -77,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote student edition {args.number} to {out}; install it with: pip install {out}")
         return 0
     if args.command == "public":
-        from .public import PublicTreeError, build_public
+        from .public import build_public
+        from .site_config import PublicTreeError
 
         try:
             out = build_public(args.out)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run
-from course_tools import edition, exercises, leaks, public, tool_env
+from course_tools import edition, exercises, leaks, public, site_config, tool_env
 
 pytestmark = pytest.mark.slow
 PAGES = ["intro", "self_study", "chapters/ch01_counts", "chapters/ch02_word2vec", "chapters/ch03_rnn", "chapters/ch04_lstm",
@@ -88,7 +88,7 @@ def _hrefs(page):
 @pytest.mark.parametrize("name", ["chapters/ch01_counts", "exercises/ps01_counts/ps01_counts"])
 def test_launch_and_repository_buttons_open_notebooks_of_the_public_repository(html, root, name):
     """Colab and Binder get the .ipynb of the page in the public repository; every link there derives from _config.yml."""
-    site = public.read_site(root)
+    site = site_config.read_site(root)
     hrefs = _hrefs(_page(html, name))
     assert site.colab_url(f"{name}.ipynb") in hrefs
     assert site.binder_url(f"{name}.ipynb") in hrefs
@@ -101,15 +101,15 @@ def test_launch_and_repository_buttons_open_notebooks_of_the_public_repository(h
 
 
 def test_exercise_pages_link_the_wheel_the_book_serves(html, root):
-    site = public.read_site(root)
+    site = site_config.read_site(root)
     for assignment in exercises.assignments(root):
         number = edition.edition_number(assignment, root)
         wheel = edition.wheel_name(number, root)
         page = _page(html, f"exercises/{assignment}/{assignment}")
         assert site.wheel_url(number, root) in _hrefs(page), assignment
         assert f"pip install {wheel}" in html_text.unescape(re.sub(r"<[^>]+>", "", page))
-        served = html / public.EDITIONS / wheel
-        assert served.read_bytes() == (root / "_build" / "public" / public.EDITIONS / wheel).read_bytes()
+        served = html / site_config.EDITIONS / wheel
+        assert served.read_bytes() == (root / "_build" / "public" / site_config.EDITIONS / wheel).read_bytes()
 
 
 def test_next_follows_the_course(html, root):

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from myst_nb.core.read import read_myst_markdown_notebook
 
-from course_tools import edition, exercises, leaks, public
+from course_tools import edition, exercises, install_cells, leaks, public, site_config, wheels
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +49,7 @@ def _run_install_cell(source, monkeypatch, colab=False, binder=False):
 
 def test_urls_come_from_config_yml(root):
     config = yaml.safe_load((root / "_config.yml").read_text(encoding="utf-8"))
-    site = public.read_site(root)
+    site = site_config.read_site(root)
     assert site.book_url == config["html"]["baseurl"].rstrip("/") + "/"
     assert site.repository_url == config["repository"]["url"].rstrip("/")
     assert "jupyterhub_url" not in config["launch_buttons"], "no placeholder JupyterHub"
@@ -60,13 +60,13 @@ def test_urls_come_from_config_yml(root):
 
 
 def test_install_cells_are_in_sync_with_config(root):
-    stale = public.sync_install_cells(check=True, root=root) + public._stale_releases(root)
+    stale = install_cells.sync_install_cells(check=True, root=root) + install_cells.stale_releases(root)
     assert not stale, "run `python3 tasks.py sync` and `python3 tasks.py release`:\n" + "\n".join(stale)
 
 
 @pytest.mark.parametrize("folder", ["solutions", "exercises"])
 def test_install_cell_of_each_assignment_names_its_wheel(root, folder):
-    site = public.read_site(root)
+    site = site_config.read_site(root)
     for assignment in exercises.assignments(root):
         number = edition.edition_number(assignment, root)
         nb = nbformat.read(root / folder / assignment / f"{assignment}.ipynb", as_version=4)
@@ -83,11 +83,11 @@ def test_install_cell_does_nothing_on_a_students_computer_or_in_the_grader(root,
     nb = nbformat.read(root / "exercises" / "ps02_word2vec" / "ps02_word2vec.ipynb", as_version=4)
     source = _first_code_cell(nb).source
     assert _run_install_cell(source, monkeypatch) == []
-    url = public.read_site(root).wheel_url(1, root)
+    url = site_config.read_site(root).wheel_url(1, root)
     binder = _run_install_cell(source, monkeypatch, binder=True)
     assert binder == [[sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", url]]
     colab = _run_install_cell(source, monkeypatch, colab=True)
-    assert colab[0][-1] == public._pins(root)["gensim"] and colab[1][-2:] == ["--no-deps", url]
+    assert colab[0][-1] == install_cells.pins(root)["gensim"] and colab[1][-2:] == ["--no-deps", url]
 
 
 def test_each_problem_set_follows_its_chapter_in_the_toc(root):
@@ -101,10 +101,10 @@ def test_each_problem_set_follows_its_chapter_in_the_toc(root):
 
 def test_refuses_to_replace_a_folder_it_did_not_write(tmp_path, root):
     (tmp_path / "notes.txt").write_text("mine", encoding="utf-8")
-    with pytest.raises(public.PublicTreeError, match="not empty"):
+    with pytest.raises(site_config.PublicTreeError, match="not empty"):
         public.build_public(tmp_path, root)
     assert (tmp_path / "notes.txt").read_text() == "mine"
-    with pytest.raises(public.PublicTreeError, match="holds the repository"):
+    with pytest.raises(site_config.PublicTreeError, match="holds the repository"):
         public.build_public(root.parent, root)
 
 
@@ -126,14 +126,14 @@ def test_public_tree_has_what_students_need_and_nothing_else(tree, root):
     found = leaks.find_leaks([tree], root)
     assert not found, "\n".join(map(str, found))
     readme = (tree / "README.md").read_text(encoding="utf-8")
-    assert public.read_site(root).book_url in readme and "pip install -r requirements.txt" in readme
+    assert site_config.read_site(root).book_url in readme and "pip install -r requirements.txt" in readme
 
 
 @pytest.mark.slow
 def test_leak_checks_of_the_tree_see_planted_leaks(tree, root, tmp_path):
-    wheels = {a: tree / public.EDITIONS / edition.wheel_name(edition.edition_number(a, root), root)
-              for a in exercises.assignments(root)}
-    assert public._check_tree(tree, root, wheels) == []
+    built = {a: tree / site_config.EDITIONS / edition.wheel_name(edition.edition_number(a, root), root)
+             for a in exercises.assignments(root)}
+    assert public._check_tree(tree, root, built) == []
     answer = max(exercises.find_exercises()["vectors.counts.ppmi"].solution_lines(), key=len)
     copy = tmp_path / "copy"
     copy.mkdir()
@@ -142,15 +142,15 @@ def test_leak_checks_of_the_tree_see_planted_leaks(tree, root, tmp_path):
     problems = public._check_tree(copy, root, {})
     assert any("vectors.counts.ppmi" in p for p in problems) and any("solutions must not" in p for p in problems)
     # a wheel is judged by the answers it must not reveal: edition 1 is clean as edition 1, leaky as edition 0
-    ps02_wheel = wheels["ps02_word2vec"]
-    assert public.wheel_leaks(ps02_wheel, 1, root) == []
-    as_edition0 = public.wheel_leaks(ps02_wheel, 0, root)
+    ps02_wheel = built["ps02_word2vec"]
+    assert wheels.wheel_leaks(ps02_wheel, 1, root) == []
+    as_edition0 = wheels.wheel_leaks(ps02_wheel, 0, root)
     assert as_edition0 and all("ps01" in leak.what or "vectors.counts" in leak.what for leak in as_edition0)
 
 
 @pytest.mark.slow
 def test_chapter_notebooks_for_colab_hold_the_chapter_code(tree, root):
-    site = public.read_site(root)
+    site = site_config.read_site(root)
     newest = len(exercises.assignments(root)) - 1
     chapters = [p for p in public.toc_files(root) if p.parts[0] == "chapters"]
     assert chapters
@@ -195,7 +195,7 @@ def test_each_wheel_installs_and_reveals_exactly_the_earlier_answers(tree, root,
     numbers = [edition.edition_number(a, root) for a in names]
     installs = {n: subprocess.Popen(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--disable-pip-version-check",
-         "--target", str(tmp_path / f"site{n}"), str(tree / public.EDITIONS / edition.wheel_name(n, root))],
+         "--target", str(tmp_path / f"site{n}"), str(tree / site_config.EDITIONS / edition.wheel_name(n, root))],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for n in numbers}
     probe = ("import importlib.metadata, json, os, course_lib.vectors.counts as counts, course_lib.plotting as plotting\n"
              "print(json.dumps([counts.__file__, importlib.metadata.version('course-lib'), os.path.exists(plotting.STYLE)]))")
@@ -224,7 +224,7 @@ def test_each_wheel_installs_and_reveals_exactly_the_earlier_answers(tree, root,
 
 @pytest.mark.slow
 def test_binder_installs_the_pinned_requirements_and_the_newest_edition(tree, root):
-    pins = public._pins(root)
+    pins = install_cells.pins(root)
     lines = [line for line in (tree / "binder" / "requirements.txt").read_text().splitlines()
              if line and not line.startswith(("#", "--"))]
     assert lines and all(line in pins.values() for line in lines)
@@ -233,7 +233,7 @@ def test_binder_installs_the_pinned_requirements_and_the_newest_edition(tree, ro
     post_build = tree / "binder" / "postBuild"
     assert post_build.stat().st_mode & 0o111, "postBuild must be executable"
     newest = edition.wheel_name(len(exercises.assignments(root)) - 1, root)
-    assert f"pip install --no-deps {public.EDITIONS}/{newest}" in post_build.read_text()
-    assert (tree / public.EDITIONS / newest).is_file()
+    assert f"pip install --no-deps {site_config.EDITIONS}/{newest}" in post_build.read_text()
+    assert (tree / site_config.EDITIONS / newest).is_file()
     student = (tree / "requirements.txt").read_text()
     assert "nbgrader" not in student and "pytest" not in student and pins["torch"] in student

@@ -1,0 +1,176 @@
+"""The install cells: the first cells of every notebook students open, which install
+the student edition of course_lib on Colab or Binder and nothing elsewhere.
+
+Each assignment gets a note (its wheel, how to install it by hand) and a locked
+nbgrader cell; ``tasks.py sync`` writes them into the solution notebooks
+(:func:`sync_install_cells`), ``tasks.py release`` carries them into ``exercises/``,
+and ``tasks.py check`` and the tests fail when either is out of date. The chapter
+notebooks (:mod:`course_tools.public`) get the same cell with the newest edition.
+The wheel URLs come from ``_config.yml`` (:mod:`course_tools.site_config`); the
+versions of what Colab lacks, from ``requirements.txt``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import nbformat
+
+from . import ROOT
+from .edition import edition_number, wheel_name
+from .exercises import assignments, solution_notebooks
+from .site_config import read_site
+
+COLAB_LACKS = ("gensim",)  # course_lib's dependencies that Colab does not preinstall
+NOTE, INSTALL = "note", "install"  # values of the cell metadata key "course_edition"
+_DETECT = ('"google.colab" in sys.modules or "BINDER_LAUNCH_HOST" in os.environ '
+           'or "BINDER_REPO_URL" in os.environ')
+
+
+def pins(root: Path = ROOT) -> dict[str, str]:
+    """``{normalized name: requirement line}`` of the pinned lines of requirements.txt."""
+    pinned = {}
+    for line in (root / "requirements.txt").read_text(encoding="utf-8").splitlines():
+        line = line.split("#", 1)[0].strip()
+        match = re.match(r"([A-Za-z0-9_.-]+)\s*==", line)
+        if match:
+            pinned[normalize(match.group(1))] = line
+    return pinned
+
+
+def normalize(name: str) -> str:
+    """A package name as pip compares it: ``Foo_Bar.baz`` -> ``foo-bar-baz``."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def set_number(assignment: str) -> str:
+    """``"ps03_rnn"`` -> ``"3"``."""
+    match = re.match(r"ps0*(\d+)", assignment)
+    return match.group(1) if match else assignment
+
+
+def revealed_text(number: int, root: Path = ROOT) -> str:
+    """What edition ``number`` reveals, in words: ``"the answers of problem sets 1 and 2 revealed"``."""
+    sets = [set_number(name) for name in assignments(root)[:number]]
+    if not sets:
+        return "no answers revealed"
+    if len(sets) == 1:
+        return f"the answers of problem set {sets[0]} revealed"
+    return f"the answers of problem sets {', '.join(sets[:-1])} and {sets[-1]} revealed"
+
+
+def install_code(number: int, root: Path = ROOT, chapter: bool = False) -> str:
+    """The first code cell of a notebook: installs student edition ``number`` on Colab or Binder only."""
+    site = read_site(root)
+    pinned = pins(root)
+    colab = [pinned[normalize(name)] for name in COLAB_LACKS]
+    where = "On your own computer" if chapter else "On your own computer and in the grader"
+    lines = [
+        f"# On Colab or Binder, this cell installs student edition {number} of course_lib",
+        f"# (and, on Colab, {', '.join(COLAB_LACKS)}). {where} it installs nothing.",
+        "import os",
+        "import sys",
+        "",
+        f"if {_DETECT}:",
+        "    import importlib",
+        "    import subprocess",
+        "",
+        f'    wheel = "{site.wheel_url(number, root)}"',
+        '    pip = [sys.executable, "-m", "pip", "install", "--quiet"]',
+        '    if "google.colab" in sys.modules:',
+        f"        subprocess.run([*pip, {', '.join(json.dumps(c) for c in colab)}], check=True)",
+        '    subprocess.run([*pip, "--no-deps", wheel], check=True)',
+        "    importlib.invalidate_caches()",
+        f'    print("student edition {number} of course_lib is installed")',
+    ]
+    if chapter:
+        lines += [
+            "",
+            "import importlib.util",
+            "",
+            'if importlib.util.find_spec("myst_nb") is None:',
+            "    # `glue` hands numbers to the book's text; outside a book build it only shows them",
+            "    import types",
+            "",
+            "    from IPython.display import display as _show",
+            "",
+            '    sys.modules["myst_nb"] = types.ModuleType("myst_nb")',
+            '    sys.modules["myst_nb"].glue = lambda name, variable, display=True: _show(variable) if display else None',
+        ]
+    return "\n".join(lines)
+
+
+def install_note(assignment: str, root: Path = ROOT) -> str:
+    """The markdown cell above the install cell of ``assignment``: its wheel and how to install it."""
+    site = read_site(root)
+    number = edition_number(assignment, root)
+    wheel = wheel_name(number, root)
+    return "\n".join([
+        "## Installing course_lib",
+        "",
+        f"This problem set runs on **student edition {number}** of `course_lib` "
+        f"({revealed_text(number, root)}): [{wheel}]({site.wheel_url(number, root)}).",
+        "",
+        "- **On Colab or Binder**, run the next cell: it installs the edition for you.",
+        "- **On your own computer**, in a Python 3.11 environment with the course's pinned packages",
+        f"  (`pip install -r requirements.txt` from the [course repository]({site.repository_url})),",
+        f"  download the file and run `pip install {wheel}`, then restart the kernel.",
+        "  The next cell does nothing there.",
+        "- **When your notebook is graded**, it runs with this same edition.",
+        "",
+        f"Working on your own? The [self-study guide]({site.page('self_study')}) says how to check your work.",
+    ])
+
+
+def new_install_cells(note: str, code: str, assignment: bool = True) -> list:
+    """The note and the install cell; in an assignment, the install cell is a locked nbgrader cell
+    (students cannot change it, and grading restores it)."""
+    note_cell = nbformat.v4.new_markdown_cell(note, id="course-edition-note", metadata={"course_edition": NOTE})
+    metadata = {"course_edition": INSTALL}
+    if assignment:
+        metadata["nbgrader"] = {"grade": False, "grade_id": "install_course_lib", "locked": True,
+                                "schema_version": 3, "solution": False}
+    return [note_cell, nbformat.v4.new_code_cell(code, id="course-edition-install", metadata=metadata)]
+
+
+def _with_install_cells(nb, cells: list):
+    """``nb`` with ``cells`` right after its first (introduction) cell, replacing earlier copies."""
+    body = [c for c in nb.cells if "course_edition" not in c.metadata]
+    at = 1 if body and body[0].cell_type == "markdown" else 0
+    new = nbformat.from_dict(json.loads(json.dumps(nb)))
+    new.cells = body[:at] + cells + body[at:]
+    return new
+
+
+def sync_install_cells(check: bool = False, root: Path = ROOT) -> list[str]:
+    """Put the install note and install cell of each assignment into its solution notebook.
+
+    Returns the notebooks changed (or, with ``check``, that need a change).
+    """
+    changes = []
+    for assignment in assignments(root):
+        number = edition_number(assignment, root)
+        cells = new_install_cells(install_note(assignment, root), install_code(number, root))
+        for path in solution_notebooks(assignment, root):
+            nb = nbformat.read(path, as_version=4)
+            new = _with_install_cells(nb, cells)
+            if nbformat.writes(new) != nbformat.writes(nb):
+                changes.append(f"{path.relative_to(root)}: install cell of edition {number} is out of date")
+                if not check:
+                    nbformat.write(new, path)
+    return changes
+
+
+def stale_releases(root: Path) -> list[str]:
+    """Releases whose install cell differs from the solution's (``tasks.py release`` mends them)."""
+    stale = []
+    for assignment in assignments(root):
+        expected = install_code(edition_number(assignment, root), root)
+        for path in sorted((root / "exercises" / assignment).glob("*.ipynb")):
+            cells = [c for c in nbformat.read(path, as_version=4).cells
+                     if c.metadata.get("nbgrader", {}).get("grade_id") == "install_course_lib"]
+            if [c.source for c in cells] != [expected]:
+                stale.append(f"{path.relative_to(root)}: its install cell is not the solution's")
+    return stale
