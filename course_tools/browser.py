@@ -97,7 +97,7 @@ def wait_until_typeset(driver, timeout: float = 30.0) -> bool:
     return False
 
 
-MEASURE_PAGE = """
+MEASURE_PAGE = r"""
 const width = arguments[0];  // the screen's width in CSS pixels (a phone's layout grows to fit wide content)
 const out = {displays: 0, typeset: 0, clipped: [], images: 0, brokenImages: [], rawTex: 0,  // noAlt, noCaption below
              pageWidth: document.documentElement.scrollWidth, viewport: width};
