@@ -71,6 +71,21 @@ def positive_int(value, name: str) -> int:
     return int(value)
 
 
+def nonnegative_int(value, name: str) -> int:
+    """Return ``value`` as an int, raising unless it is an integer ``>= 0``. All chapters."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+    return int(value)
+
+
+def generator(rng, name: str = "rng") -> np.random.Generator:
+    """Return ``rng``, raising unless it is a ``numpy.random.Generator``. All chapters."""
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"{name} must be a numpy.random.Generator (numpy.random.default_rng(seed)), "
+                        f"got {type(rng).__name__}")
+    return rng
+
+
 def matrix(x, name: str, *, allow_sparse: bool = True, nonnegative: bool = False):
     """Return ``x`` as a float64 ``(N, M)`` matrix, raising unless it is a 2-D numeric matrix. All chapters.
 

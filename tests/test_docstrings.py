@@ -70,6 +70,8 @@ NO_ARRAYS = {
     "course_lib.diagrams.arrow",
     "course_lib.diagrams.note",
     "course_lib.checks.positive_int",  # an int
+    "course_lib.checks.nonnegative_int",  # an int
+    "course_lib.checks.generator",  # a numpy Generator
     "course_lib.progress.progress_bar",  # a tqdm bar
     "course_lib.testing.quiet",  # a context
     "course_lib.testing.assert_own_code",  # reads a function's code

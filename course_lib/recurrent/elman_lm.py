@@ -83,8 +83,7 @@ def init_lm_params(vocab_size, embed_dim, hidden_size, rng):
     vocab_size = checks.positive_int(vocab_size, "vocab_size")
     embed_dim = checks.positive_int(embed_dim, "embed_dim")
     hidden_size = checks.positive_int(hidden_size, "hidden_size")
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+    checks.generator(rng)
     q, r = np.linalg.qr(rng.standard_normal((hidden_size, hidden_size)))
     signs = np.where(np.diag(r) < 0, -1.0, 1.0)  # makes q uniformly distributed over orthogonal matrices
     return {

@@ -112,8 +112,7 @@ def marked_token_task(batch_size: int, delay: int, rng: np.random.Generator, num
         them ``num_keys`` per row, and ``labels``, ``(B,)`` int64 in ``[0, num_keys)``.
     """
     batch_size, delay, num_keys = _check_task_args(batch_size, delay, rng, num_keys)
-    if isinstance(max_start, bool) or not isinstance(max_start, (int, np.integer)) or max_start < 0:
-        raise ValueError(f"max_start must be a non-negative integer, got {max_start!r}")
+    max_start = checks.nonnegative_int(max_start, "max_start")
     rows = np.arange(batch_size)
     ids = rng.integers(0, num_keys, size=(batch_size, int(max_start) + 2 + delay)).astype(np.int64)  # (B, T)
     start = rng.integers(0, int(max_start) + 1, size=batch_size)  # (B,) the marker's position
@@ -124,11 +123,8 @@ def marked_token_task(batch_size: int, delay: int, rng: np.random.Generator, num
 def _check_task_args(batch_size, delay, rng, num_keys) -> tuple[int, int, int]:
     """The checks both tasks share; returns ``batch_size``, ``delay`` and ``num_keys`` as ints."""
     batch_size = checks.positive_int(batch_size, "batch_size")
-    if isinstance(delay, bool) or not isinstance(delay, (int, np.integer)) or delay < 0:
-        raise ValueError(f"delay must be a non-negative integer, got {delay!r}")
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"rng must be a numpy.random.Generator (numpy.random.default_rng(seed)), "
-                        f"got {type(rng).__name__}")
+    delay = checks.nonnegative_int(delay, "delay")
+    checks.generator(rng)
     num_keys = checks.positive_int(num_keys, "num_keys")
     if num_keys < 2:
         raise ValueError(f"num_keys must be at least 2 (one key carries no information), got {num_keys}")

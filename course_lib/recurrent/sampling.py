@@ -15,6 +15,7 @@ from typing import Callable
 
 import numpy as np
 
+from course_lib import checks
 from course_lib.activations import log_softmax
 
 
@@ -41,12 +42,10 @@ def sample(step_fn: Callable, first_id, length, rng, temperature: float = 1.0, s
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float, np.integer, np.floating)) \
             or not temperature > 0:
         raise ValueError(f"temperature must be a positive number, got {temperature!r}")
-    if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or length < 0:
-        raise ValueError(f"length must be a non-negative integer, got {length!r}")
+    length = checks.nonnegative_int(length, "length")
     if isinstance(first_id, bool) or not isinstance(first_id, (int, np.integer)):
         raise TypeError(f"first_id must be an int token id, got {first_id!r}")
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+    checks.generator(rng)
     ids = np.empty(length, dtype=np.int64)
     token = int(first_id)
     for t in range(length):
