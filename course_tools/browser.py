@@ -99,7 +99,7 @@ def wait_until_typeset(driver, timeout: float = 30.0) -> bool:
 
 MEASURE_PAGE = r"""
 const width = arguments[0];  // the screen's width in CSS pixels (a phone's layout grows to fit wide content)
-const out = {displays: 0, typeset: 0, clipped: [], images: 0, brokenImages: [], rawTex: 0,  // noAlt, noCaption below
+const out = {displays: 0, typeset: 0, clipped: [], images: 0, brokenImages: [],  // noAlt, noCaption below
              pageWidth: document.documentElement.scrollWidth, viewport: width};
 for (const m of document.querySelectorAll('div.math')) {
   out.displays += 1;
@@ -125,8 +125,7 @@ for (const img of document.querySelectorAll('article img')) {
   const figure = img.closest('figure');
   if (img.closest('.cell_output') && !(figure && figure.querySelector('figcaption'))) out.noCaption.push(src);
 }
-out.rawTex = (document.querySelector('article') || document.body).innerText.split('$$').length - 1;
 return out;
 """
 """Measures a typeset page: display equations, how many were typeset and which are clipped,
-images and broken ones, ``$$`` left untypeset, and the page's width against the viewport."""
+images that do not load or lack alt text or a caption, and the page's width against the viewport."""

@@ -23,3 +23,11 @@ def run(args, cwd: Path, check: bool = True, **env) -> subprocess.CompletedProce
 @pytest.fixture(scope="session")
 def root() -> Path:
     return ROOT
+
+
+@pytest.fixture(scope="session")
+def html(root) -> Path:
+    """The book, built once per test session with the README's command (``tasks.py book``)."""
+    result = run([str(root / "tasks.py"), "book"], cwd=root, check=False)
+    assert result.returncode == 0, f"the book build failed:\n{result.stdout[-6000:]}\n{result.stderr[-3000:]}"
+    return root / "_build" / "html"

@@ -33,15 +33,8 @@ def _build(folder):
 
 
 def _build_book(root):
-    """The README's command, as a user runs it."""
+    """The README's command, as a user runs it (the ``html`` fixture of conftest.py builds the book once)."""
     return run([str(root / "tasks.py"), "book"], cwd=root, check=False)
-
-
-@pytest.fixture(scope="module")
-def html(root):
-    result = _build_book(root)
-    assert result.returncode == 0, f"the book build failed:\n{result.stdout[-6000:]}\n{result.stderr[-3000:]}"
-    return root / "_build" / "html"
 
 
 def _page(html, name):

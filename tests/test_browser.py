@@ -15,38 +15,24 @@ import time
 import urllib.request
 
 import pytest
-import yaml
 
-from conftest import run
-from course_tools import browser
+from course_tools import browser, public
 
 pytestmark = pytest.mark.slow
 WIDTHS = (1280, 400)
 
 
 def _toc_pages(root) -> list[str]:
-    toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
-    pages = [toc["root"]]
-
-    def walk(entries):
-        for entry in entries:
-            if "file" in entry:
-                pages.append(entry["file"])
-            walk(entry.get("sections", []) + entry.get("chapters", []))
-
-    for part in toc.get("parts", []):
-        walk(part.get("chapters", []))
-    return [p.removesuffix(".md").removesuffix(".ipynb") for p in pages]
+    """Every page of the table of contents, without its suffix: ``chapters/ch01_counts``."""
+    return [path.with_suffix("").as_posix() for path in public.toc_files(root)]
 
 
 @pytest.fixture(scope="module")
-def site(root):
+def site(html):
     reason = browser.ensure_chromium()
     if reason:
         pytest.skip(reason)
-    built = run([str(root / "tasks.py"), "book"], cwd=root, check=False)
-    assert built.returncode == 0, f"the book build failed:\n{built.stdout[-4000:]}\n{built.stderr[-2000:]}"
-    with browser.serve(root / "_build" / "html") as url:
+    with browser.serve(html) as url:
         yield url
 
 

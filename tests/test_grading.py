@@ -93,11 +93,16 @@ def _scores(course: Path, student: str, assignment: str = ASSIGNMENT) -> dict[st
         return {grade.name: grade.score or 0.0 for grade in notebook.grades}
 
 
-def _written_cells(root: Path, assignment: str) -> dict[str, float]:
-    """grade_id -> points of the answer cells graded by hand (markdown solution cells)."""
+def _cell_points(root: Path, assignment: str, cell_type: str | None = None) -> dict[str, float]:
+    """grade_id -> points of the graded cells of the solution notebook (of one ``cell_type``, if given)."""
     nb = nbformat.read(root / "solutions" / assignment / f"{assignment}.ipynb", as_version=4)
     return {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"] for c in nb.cells
-            if c.cell_type == "markdown" and c.metadata.get("nbgrader", {}).get("grade")}
+            if c.metadata.get("nbgrader", {}).get("grade") and cell_type in (None, c.cell_type)}
+
+
+def _written_cells(root: Path, assignment: str) -> dict[str, float]:
+    """grade_id -> points of the answer cells graded by hand (markdown solution cells)."""
+    return _cell_points(root, assignment, "markdown")
 
 
 def _grade_by_hand(course: Path, student: str, grade_id: str, points: float, assignment: str = ASSIGNMENT):
@@ -234,12 +239,6 @@ def later_course(request, tmp_path_factory, root):
             assignment=assignment)
     graded = run(["-m", "course_tools", "grade", assignment], cwd=course)
     return assignment, course, graded
-
-
-def _cell_points(root: Path, assignment: str) -> dict[str, float]:
-    nb = nbformat.read(root / "solutions" / assignment / f"{assignment}.ipynb", as_version=4)
-    return {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"] for c in nb.cells
-            if c.metadata.get("nbgrader", {}).get("grade")}
 
 
 def test_later_assignment_grades_full_marks_and_zero(later_course, root):
