@@ -16,7 +16,11 @@ import numpy as np
 from course_lib import checks
 
 STYLE = str(Path(__file__).with_name("book.mplstyle"))
-"""The book's one figure style; every chapter starts with ``plt.style.use(plotting.STYLE)``."""
+"""The book's one figure style (the path of ``book.mplstyle`` beside this module); every chapter
+starts with ``plt.style.use(plotting.STYLE)``.
+
+:meta hide-value:
+"""
 
 
 def _axes(ax, figsize):

@@ -125,7 +125,26 @@ for (const img of document.querySelectorAll('article img')) {
   const figure = img.closest('figure');
   if (img.closest('.cell_output') && !(figure && figure.querySelector('figcaption'))) out.noCaption.push(src);
 }
+// what makes the page wider than the screen: the innermost elements that stick out of it,
+// outside any box the reader can scroll (or that hides them) and not pinned to the screen
+out.wide = [];
+if (out.pageWidth > width + 1) {
+  const contained = el => {
+    for (let p = el.parentElement; p; p = p.parentElement) {
+      const s = getComputedStyle(p);
+      if (['auto', 'scroll', 'hidden', 'clip'].includes(s.overflowX) || s.position === 'fixed') return true;
+    }
+    return false;
+  };
+  for (const el of document.querySelectorAll('body *')) {
+    const r = el.getBoundingClientRect();
+    if (r.right > width + 1 && getComputedStyle(el).position !== 'fixed' && !contained(el)
+        && ![...el.children].some(c => c.getBoundingClientRect().right > width + 1))
+      out.wide.push(el.tagName.toLowerCase() + ' ' + Math.round(r.right) + ' px: ' + (el.textContent || '').trim().slice(0, 60));
+  }
+}
 return out;
 """
 """Measures a typeset page: display equations, how many were typeset and which are clipped,
-images that do not load or lack alt text or a caption, and the page's width against the viewport."""
+images that do not load or lack alt text or a caption, and the page's width against the viewport
+(with the elements that stick out when it is wider)."""

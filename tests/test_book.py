@@ -53,6 +53,15 @@ def test_nothing_from_solutions_is_published(html):
     assert not found, "\n".join(map(str, found))
 
 
+def test_no_page_shows_the_build_machines_paths(html, root):
+    """A page must read the same whatever folder the course was cloned into (and a long path
+    that cannot wrap made the API page wider than a phone's screen)."""
+    machine = {str(root), str(Path.home()), str(Path(sys.executable).parent)}
+    shown = {page.relative_to(html).as_posix(): sorted(p for p in machine if p in page.read_text(encoding="utf-8"))
+             for page in html.rglob("*.html")}
+    assert not {page: paths for page, paths in shown.items() if paths}
+
+
 def test_chapter_renders_math_citations_and_figures(html):
     page = _page(html, "chapters/ch01_counts")
     assert page.count('class="math') >= 5, "equations should render as math"

@@ -82,7 +82,8 @@ def test_images_load_have_alt_text_and_captions_and_pages_fit_the_screen(page_re
         assert not m["noAlt"], f"{page}: images without alt text a reader can use: {m['noAlt'][:3]}"
         assert not m["noCaption"], f"{page}: figures of the code's output without a numbered caption: {m['noCaption'][:3]}"
         assert m["pageWidth"] <= m["viewport"] + 1, \
-            f"{page} at {width} px: the page is {m['pageWidth']} px wide, so the reader must scroll sideways"
+            f"{page} at {width} px: the page is {m['pageWidth']} px wide, so the reader must scroll sideways: " \
+            f"{m['wide'][:3]}"
 
 
 def test_search_finds_a_term(site):
