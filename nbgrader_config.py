@@ -14,7 +14,7 @@ from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, Igno
                                     LimitOutput, SaveAutoGrades)
 from nbconvert.preprocessors import ClearMetadataPreprocessor
 
-from course_tools.grading import StudentEditionExecute
+from course_tools.grading import SandboxedExecute
 
 c = get_config()  # noqa: F821 (defined by nbgrader when it loads this file)
 
@@ -27,11 +27,10 @@ if os.environ.get("NBGRADER_DB_URL"):
 # The stub students see in place of each answer; the student edition of course_lib uses the same.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 
-# Grade every notebook in a kernel that imports the student edition of course_lib
-# (course_tools/grading.py): importing the instructor's answer gets the stub.
+# Every notebook runs in a sandbox with the student edition of course_lib, and every test's
+# verdict is decided outside it from the answer keys (course_tools/grading.py).
 c.Autograde.autograde_preprocessors = [
-    StudentEditionExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
+    SandboxedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
     SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
 ]
-# The experiment sections train on real text; leave them time, but not forever.
-c.Execute.timeout = 180
+# Time limits per cell and per notebook, memory and processes: course_tools/sandbox.py (Limits).

@@ -4,7 +4,11 @@
 - :mod:`course_tools.sync`: copies answer cells from course_lib into ``solutions/`` and embeds hidden test cases.
 - :mod:`course_tools.edition`: writes the student edition of course_lib.
 - :mod:`course_tools.release`: produces ``exercises/`` with ``nbgrader generate_assignment``.
-- :mod:`course_tools.grading`: nbgrader integration (student edition in the grading kernel, batch checks).
+- :mod:`course_tools.answer_keys`: every graded test cell's cases and expected outcomes, outside the notebooks.
+- :mod:`course_tools.staging`, :mod:`course_tools.batch`: read and repair a class's submissions, grade them, report.
+- :mod:`course_tools.grading`: nbgrader's execute step: a sandboxed run (:mod:`course_tools.sandbox`,
+  :mod:`course_tools.sandbox_runner`), probes in the kernel (:mod:`course_tools.probe`), verdicts
+  outside it (:mod:`course_tools.verdicts`).
 - :mod:`course_tools.leaks`: finds solution text where students can read it.
 """
 

@@ -6,7 +6,8 @@
     check                   fail on any drift: answer cells, hidden cases, install cells, exercises/, leaks
     edition N [--out DIR]   write student edition N (first N assignments revealed)
     public [--out DIR]      write the student-facing tree (default _build/public) and check it for leaks
-    grade ASSIGNMENT        check every submission, then autograde the gradable ones
+    grade ASSIGNMENT        stage every submission, autograde each in a sandbox, report
+                            [--no-experiments] [--unsandboxed]
     leaks PATH..            list solution text found in files under PATH
     chapter FILE            execute one chapter alone; write its notebook and figures to _build/chapter/
 """
@@ -34,8 +35,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, help="output folder (default _build/student_edition/editionN)")
     p = sub.add_parser("public", help="write what students may see (book sources, notebooks, wheels) and check it")
     p.add_argument("--out", type=Path, help="output folder (default _build/public)")
-    p = sub.add_parser("grade", help="check submissions, then run nbgrader autograde on the gradable ones")
+    p = sub.add_parser("grade", help="stage submissions, autograde each in a sandbox, report")
     p.add_argument("assignment")
+    p.add_argument("--no-experiments", action="store_true", help="skip the ungraded experiment sections")
+    p.add_argument("--unsandboxed", action="store_true", help="grade without the sandbox (unsafe)")
     p = sub.add_parser("leaks", help="find solution text or hidden tests in files")
     p.add_argument("paths", nargs="+", type=Path)
     p = sub.add_parser("chapter", help="execute one chapter alone and write its figures to _build/chapter/")
@@ -91,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "grade":
         from .batch import grade
 
-        return grade(args.assignment)
+        return grade(args.assignment, experiments=not args.no_experiments, sandboxed=not args.unsandboxed)
     if args.command == "leaks":
         from .leaks import find_leaks
 

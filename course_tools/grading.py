@@ -1,27 +1,46 @@
-"""nbgrader integration: grade in the student edition, and check a batch before grading.
+"""nbgrader integration: every notebook runs in a sandbox, and every test's verdict is decided outside it.
 
 ``nbgrader_config.py`` replaces nbgrader's ``Execute`` preprocessor in autograding
-with :class:`StudentEditionExecute`, so every notebook is run by a kernel that
-imports the *student edition* of course_lib for its assignment: a submission that
-imports the instructor's answer from course_lib gets the stub, and what passes
-on a student's laptop passes in the grader.
+with :class:`SandboxedExecute`. For each (staged, :mod:`course_tools.staging`) notebook:
+
+1. every graded test cell, visible or hidden, is replaced by a *probe* that only runs
+   the student's function on the inputs of its answer key (:mod:`course_tools.answer_keys`)
+   and writes what came out as plain data (:mod:`course_tools.probe`); a first cell
+   turns ``exit()`` into an error instead of the end of the kernel;
+2. the notebook runs in the sandbox (:mod:`course_tools.sandbox`) with the student
+   edition of course_lib first on the kernel's path; the ungraded experiment cells
+   run only when feedback wants them (``COURSE_GRADE_EXPERIMENTS=0`` skips them);
+3. back in the grader, each test cell gets the verdict of :func:`course_tools.verdicts.judge`
+   as its only output: nothing else, so nbgrader's score is exactly the verdicts.
+
+The expected values never enter the sandbox, so nothing a submission does in its
+kernel (monkeypatching numpy or the checks, hooks, catching exceptions, always-equal
+objects, reading files) can turn a failed verdict into a pass. Notes for the
+instructor go to ``_grading/<assignment>/notes/<student>.json``.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
+import cloudpickle
 import nbformat
-from nbformat.reader import NotJSONError
-from nbgrader.preprocessors import Execute
-from nbgrader.utils import setenv
+from nbgrader.preprocessors import NbGraderPreprocessor
 
-from . import ROOT
+from . import ROOT, answer_keys, sandbox, staging, verdicts
 from .edition import edition_number, write_edition
+
+PREAMBLE = '''\
+import probe as __course_probe__
+def __course_no_exit(*args, **kwargs):
+    raise RuntimeError("exit() and quit() would end the kernel; when grading they are ignored")
+exit = quit = __course_no_exit'''
 
 
 @functools.lru_cache(maxsize=None)
@@ -30,14 +49,14 @@ def edition_dir(assignment: str, root: Path = ROOT) -> Path:
 
     The folder name carries a hash of the edition's files, so concurrent graders
     and repeated runs reuse a finished edition and never see a half-written one.
-    Within one grading process the edition is built once, not once per notebook.
     """
     number = edition_number(assignment, root)
     with tempfile.TemporaryDirectory(dir=_editions(root)) as scratch:
         fresh = write_edition(Path(scratch) / "edition", number, root)
         digest = hashlib.sha256()
-        for path in sorted(fresh.rglob("*.py")):
-            digest.update(str(path.relative_to(fresh)).encode() + path.read_bytes())
+        for path in sorted(fresh.rglob("*")):
+            if path.is_file():
+                digest.update(str(path.relative_to(fresh)).encode() + path.read_bytes())
         final = _editions(root) / f"edition{number}-{digest.hexdigest()[:12]}"
         if not final.exists():
             try:
@@ -54,42 +73,156 @@ def _editions(root: Path) -> Path:
     return path
 
 
-class StudentEditionExecute(Execute):
-    """nbgrader's ``Execute``, with the student edition of course_lib first on the kernel's path."""
-
-    def preprocess(self, nb, resources, *args, **kwargs):
-        assignment = resources.get("nbgrader", {}).get("assignment")
-        if not assignment:
-            return super().preprocess(nb, resources, *args, **kwargs)
-        edition = edition_dir(assignment)
-        path = os.pathsep.join(p for p in [str(edition), os.environ.get("PYTHONPATH", "")] if p)
-        self.log.info("Grading %s with student edition %s", assignment, edition.name)
-        with setenv(PYTHONPATH=path):
-            return super().preprocess(nb, resources, *args, **kwargs)
+def grading_dir(course: Path, assignment: str) -> Path:
+    return course / "_grading" / assignment
 
 
-def check_submission(folder: Path, expected_notebooks: list[str]) -> list[str]:
-    """Problems that would stop a submission from being graded, in plain words.
+def experiment_sources(release_nb) -> set[str]:
+    """The sources of the release's ungraded code cells (the experiment sections)."""
+    return {c.source.strip() for c in release_nb.cells
+            if c.cell_type == "code" and not c.metadata.get("nbgrader", {}).get("grade_id")}
 
-    Args:
-        folder: ``submitted/<student>/<assignment>``.
-        expected_notebooks: notebook file names the assignment has.
 
-    Returns:
-        one sentence per problem; empty if the submission can be graded.
-    """
-    problems = []
-    for name in expected_notebooks:
-        path = folder / name
-        if not path.exists():
-            problems.append(f"{name} is missing from {folder}")
+def _verdict_output(verdict: verdicts.Verdict):
+    if verdict.passed:
+        return nbformat.v4.new_output("stream", name="stdout", text=verdict.message + "\n")
+    return nbformat.v4.new_output("error", ename="AssertionError", evalue=verdict.message,
+                                  traceback=[f"AssertionError: {verdict.message}"])
+
+
+def grading_notebook(nb, key: dict, job: Path, skip: set[str], sandboxed: bool):
+    """The notebook the sandbox runs, and ``grading cell index -> original index`` (``None`` for the preamble)."""
+    cases_dir = job / "in" / "cases"
+    cases_dir.mkdir(parents=True, exist_ok=True)
+    where = ("", "") if sandboxed else (f", {str(cases_dir)!r}", f", {str(job / 'out')!r}")
+    run = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                            "language": "python"}})
+    run.cells.append(nbformat.v4.new_code_cell(PREAMBLE))
+    origin: list[int | None] = [None]
+    for index, cell in enumerate(nb.cells):
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if cell.cell_type != "code":
             continue
+        if grade_id in key:
+            entry = key[grade_id]
+            inputs = [{k: v for k, v in case.items() if k != "expected"} for case in entry["cases"]]
+            with open(cases_dir / f"{grade_id}.pkl", "wb") as f:
+                cloudpickle.dump(inputs, f, protocol=4)  # inputs only; lambdas of visible tests by value
+            source = f"__course_probe__.probe({grade_id!r}, {entry['function']!r}{where[0]}{where[1]})"
+        elif not grade_id and cell.source.strip() in skip:
+            continue
+        else:
+            source = cell.source
+        run.cells.append(nbformat.v4.new_code_cell(source))
+        origin.append(index)
+    return run, origin
+
+
+def grade_notebook(nb, assignment: str, student: str, course: Path, experiments: bool = True,
+                   sandboxed: bool = True, limits: sandbox.Limits | None = None) -> list[str]:
+    """Run ``nb`` (nbgrader's autograde copy, modified in place) and put the verdicts in its test cells.
+
+    Returns the notes for the instructor.
+    """
+    key = answer_keys.load(assignment, course)
+    limits = limits or sandbox.Limits()
+    record = staging.load_record(grading_dir(course, assignment) / "records" / f"{student}.json")
+    notes = list(record.notes) if record else []
+    if record and record.refused:
+        results_dir = None
+        notes.insert(0, f"not graded: {record.refused}")
+    else:
+        release = course / "exercises" / assignment
+        skip = set()
+        if not experiments:
+            for path in release.glob("*.ipynb"):
+                skip |= experiment_sources(nbformat.read(path, as_version=4))
+        job = Path(tempfile.mkdtemp(prefix=f"{student}-", dir=_jobs(course, assignment)))
         try:
-            nbformat.validate(nbformat.reads(path.read_text(encoding="utf-8"), as_version=4))
-        except (NotJSONError, UnicodeDecodeError) as error:
-            problems.append(f"{name} is not a readable notebook (broken JSON: {str(error)[:200]})")
-        except Exception as error:  # nbformat's validation errors have many types
-            problems.append(f"{name} is not a valid notebook ({type(error).__name__}: {str(error)[:200]})")
-    return problems
+            run_nb, origin = grading_notebook(nb, key, job, skip, sandboxed)
+            nbformat.write(run_nb, job / "in" / "notebook.ipynb")
+            for name in ("probe.py", "sandbox_runner.py"):
+                shutil.copy(Path(__file__).with_name(name), job / "in" / name)
+            result = sandbox.run_notebook(job, edition_dir(assignment), limits, sandboxed)
+            notes += _merge(nb, job, origin, result, limits)
+            results_dir = job / "out"
+            _apply_verdicts(nb, key, results_dir)
+        finally:
+            shutil.rmtree(job, ignore_errors=True)
+        return notes
+    _apply_verdicts(nb, key, results_dir)
+    return notes
 
 
+def _jobs(course: Path, assignment: str) -> Path:
+    path = grading_dir(course, assignment) / "jobs"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _merge(nb, job: Path, origin, result: sandbox.RunResult, limits: sandbox.Limits) -> list[str]:
+    """Copy the sandbox's outputs into ``nb``'s ungraded cells; return notes on how the run ended."""
+    notes = []
+    try:
+        ran = nbformat.read(job / "out" / "notebook.ipynb", as_version=4)
+    except Exception:  # noqa: BLE001 - missing or broken: nothing ran that we can show
+        ran = None
+    status = ran.metadata.get("grading_run", {}) if ran is not None else {}
+    if result.timed_out:
+        notes.append(f"the notebook was stopped after {limits.notebook_seconds:.0f} s: later cells did not run")
+    stopped = status.get("stopped") if isinstance(status, dict) else None
+    for position, index in enumerate(origin):
+        if ran is None or position >= len(ran.cells):
+            break
+        cell = ran.cells[position]
+        if index is None:
+            continue
+        target = nb.cells[index]
+        if not target.metadata.get("nbgrader", {}).get("grade"):
+            target.outputs = cell.get("outputs", [])
+            target.execution_count = cell.get("execution_count")
+        errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+        if errors and not target.metadata.get("nbgrader", {}).get("grade"):
+            label = target.metadata.get("nbgrader", {}).get("grade_id") or f"cell {index + 1}"
+            notes.append(f"{label} raised {str(errors[0].get('ename'))[:40]}: {str(errors[0].get('evalue'))[:120]}")
+        if isinstance(stopped, dict) and stopped.get("cell") == position:
+            label = target.metadata.get("nbgrader", {}).get("grade_id") or f"cell {index + 1}"
+            notes.append(f"{stopped.get('why', 'the run stopped')} in {label}: later cells did not run")
+    for position in (status.get("timeouts", []) if isinstance(status, dict) else []):
+        if isinstance(position, int) and 0 <= position < len(origin) and origin[position] is not None:
+            notes.append(f"cell {origin[position] + 1} was stopped after {limits.cell_seconds:.0f} s")
+    if ran is None:
+        notes.append("the notebook could not be run" + (f" ({result.stderr.strip()[-200:]})" if result.stderr.strip() else ""))
+    return notes
+
+
+def _apply_verdicts(nb, key: dict, results_dir: Path | None) -> None:
+    for cell in nb.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if cell.cell_type != "code" or grade_id not in key:
+            continue
+        entry = key[grade_id]
+        results = verdicts.read_results(results_dir / f"{grade_id}.json") if results_dir else None
+        cell.outputs = [_verdict_output(verdicts.judge(entry, results, secret=entry["kind"] == "hidden"))]
+
+
+class SandboxedExecute(NbGraderPreprocessor):
+    """nbgrader's execute step for the course: sandboxed run, verdicts decided by the grader."""
+
+    def preprocess(self, nb, resources):
+        info = resources.get("nbgrader", {})
+        assignment, student = info.get("assignment"), info.get("student")
+        course = Path.cwd()
+        experiments = os.environ.get("COURSE_GRADE_EXPERIMENTS", "1") != "0"
+        sandboxed = os.environ.get("COURSE_GRADE_UNSANDBOXED") != "1"
+        try:
+            notes = grade_notebook(nb, assignment, student, course, experiments, sandboxed)
+        except Exception as error:  # noqa: BLE001 - one notebook's trouble must not stop the batch
+            self.log.exception("grading %s of %s failed", assignment, student)
+            notes = [f"the grader failed on this notebook ({type(error).__name__}: {str(error)[:200]}); "
+                     f"its tests were marked failed: see the log"]
+            _apply_verdicts(nb, answer_keys.load(assignment, course), None)
+        folder = grading_dir(course, assignment) / "notes"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{student}.json").write_text(json.dumps(notes))
+        return nb, resources

@@ -170,3 +170,38 @@ GENERATORS = {
     "recurrent.layers.bidirectional": bidirectional,
     "recurrent.elmo.scalar_mix": scalar_mix,
 }
+
+GRADIENTS = {
+    "recurrent.cells.lstm_cell": (0, 2, 3),
+    "recurrent.cells.gru_cell": (0, 2, 3),
+    "recurrent.layers.bidirectional": (0,),
+    "recurrent.elmo.scalar_mix": (0, 1, 2),
+}
+"""Differentiable torch exercises: the arguments whose gradients the hidden cases check (a
+function that computes the right values through numpy passes no gradient back)."""
+
+HINTS: dict[str, str] = {}
+"""One sentence per exercise naming its most common mistake, shown when a test fails."""
+
+
+def _negative_samples_property(case, value) -> str | None:
+    """negative_samples draws at random: any correct sampler passes, whatever its draws."""
+    noise, size = np.asarray(case["args"][0], dtype=np.float64), case["args"][1]
+    draws = np.asarray(value)
+    if draws.shape != tuple(np.atleast_1d(size)):
+        return f"the draws have shape {draws.shape}, expected {tuple(np.atleast_1d(size))}"
+    if draws.dtype.kind not in "iu":
+        return f"the draws have dtype {draws.dtype}: word ids are integers"
+    if draws.size and (draws.min() < 0 or draws.max() >= len(noise)):
+        return "some draws are not word ids of the noise distribution"
+    frequencies = np.bincount(draws.ravel(), minlength=len(noise)) / max(draws.size, 1)
+    if np.any(frequencies[noise == 0] > 0):
+        return "a word of probability 0 was drawn"
+    if draws.size >= 1000 and np.max(np.abs(frequencies - noise / noise.sum())) > 0.03:
+        return "the draws do not follow the noise distribution (frequencies off by more than 0.03)"
+    return None
+
+
+PROPERTIES = {"vectors.word2vec.negative_samples": _negative_samples_property}
+"""Exercises judged by a property of their result instead of the reference's exact values."""
+

@@ -1,38 +1,34 @@
-"""Copy answer cells from course_lib into the solution notebooks and embed hidden test cases.
+"""Copy answer cells from course_lib into the solution notebooks and write the answer keys.
 
 In ``solutions/<assignment>/*.ipynb``:
 
 - an answer cell (nbgrader ``solution`` cell) with metadata
   ``course_lib: "module.function"`` gets the function's source from course_lib;
-- a hidden test cell with metadata ``course_lib_cases: "module.function"`` gets
-  randomized inputs from :mod:`course_tools.hidden_cases` and the reference's
-  outputs on them, embedded as text.
+- a hidden test cell with metadata ``course_lib_cases: "module.function"`` gets a
+  short call that names its cases; the cases themselves (inputs and expected
+  outcomes, visible and hidden) go to ``answer_keys/<assignment>.key``
+  (:mod:`course_tools.answer_keys`), which no notebook contains.
 
 ``sync(check=True)`` changes nothing and returns what is out of date.
 
-Hidden cases are compared by what defines them, not byte for byte: the same
+Answer keys are compared by what defines them, not byte for byte: the same
 structure, types, shapes and dtypes, integers and strings equal, and floating-point
 values equal within ``RTOL``/``ATOL``. BLAS and oneDNN round differently on
 different CPUs, so recomputing a case on another machine changes its last bits;
-that is not drift, and the embedded cases are then left as they are. A changed
-generator, reference answer or case count is drift.
+that is not drift, and the key is then left as it is. A changed generator,
+reference answer, visible test or case count is drift.
 """
 
 from __future__ import annotations
 
-import copy
-import importlib
-import re
-import zlib
 from pathlib import Path
 
 import nbformat
 import numpy as np
 import scipy.sparse as sp
 
-from . import ROOT, hidden_cases
+from . import ROOT, answer_keys, hidden_cases
 from .exercises import answer_cells, assignments, find_exercises, owners, solution_notebooks
-from course_lib.testing import decode_cases, encode_cases, quiet, to_numpy, to_torch
 
 RTOL, ATOL = 1e-9, 1e-12
 """How far a recomputed floating-point value may be from the embedded one and still be the same case.
@@ -44,47 +40,13 @@ reference answer that matters moves values by far more than 1e-9.
 HIDDEN_TEMPLATE = '''\
 # Hidden tests for {name} ({points} points): {n} randomized cases, run when your notebook is graded.
 ### BEGIN HIDDEN TESTS
-from course_lib.testing import check_cases
-check_cases({name}, """
-{blob}
-""")
+from course_tools.verdicts import check_hidden  # the instructor's copy: cases in answer_keys/
+check_hidden({name}, {grade_id!r})
 ### END HIDDEN TESTS'''
 
 
-def hidden_cases_for(key: str) -> list[dict]:
-    """Run the generator of ``key`` and the reference on its inputs.
-
-    The generator is seeded from ``"<module file>.<function>"`` (``"counts.tfidf"`` for
-    ``"vectors.counts.tfidf"``), so moving a module between parts keeps its cases.
-    """
-    module, name = key.rsplit(".", 1)
-    reference = getattr(importlib.import_module(f"course_lib.{module}"), name)
-    seed_name = f"{module.rsplit('.', 1)[-1]}.{name}"
-    rng = np.random.default_rng(zlib.crc32(seed_name.encode()))
-    cases = []
-    uses_torch = key in hidden_cases.TORCH
-    for args, kwargs in hidden_cases.GENERATORS[key](rng):
-        call_args, call_kwargs = copy.deepcopy(args), copy.deepcopy(kwargs)
-        if uses_torch:  # cases hold numpy arrays; the function gets tensors
-            call_args, call_kwargs = to_torch(call_args), to_torch(call_kwargs)
-        with quiet():
-            expected = reference(*call_args, **call_kwargs)
-        if uses_torch:
-            expected = to_numpy(expected)
-        case = {"args": args, "kwargs": kwargs, "expected": expected}
-        if uses_torch:
-            case.update(torch=True, rtol=1e-5, atol=1e-7)
-        cases.append(case)
-    return cases
-
-
-def hidden_cell_source(key: str, points, cases: list[dict] | None = None) -> str:
-    cases = hidden_cases_for(key) if cases is None else cases
-    return HIDDEN_TEMPLATE.format(name=key.split(".")[-1], points=points, n=len(cases),
-                                  blob=encode_cases(cases))
-
-
-_BLOB = re.compile(r'"""\n(.*?)\n"""', re.S)
+def hidden_cell_source(key: str, grade_id: str, points, n: int) -> str:
+    return HIDDEN_TEMPLATE.format(name=key.split(".")[-1], points=points, n=n, grade_id=grade_id)
 
 
 def case_difference(old, new, where: str = "cases") -> str | None:
@@ -121,6 +83,10 @@ def case_difference(old, new, where: str = "cases") -> str | None:
         return None if np.isclose(old, new, rtol=RTOL, atol=ATOL, equal_nan=True) else f"{where}: {old!r} became {new!r}"
     if isinstance(old, (int, str, bytes, bool, type(None), complex)):
         return None if old == new else f"{where}: {old!r} became {new!r}"
+    if type(old).__module__.startswith("torch") and hasattr(old, "detach"):  # a recorded tensor argument
+        if old.requires_grad != new.requires_grad:
+            return f"{where}: requires_grad changed"
+        return case_difference(old.detach().numpy(), new.detach().numpy(), where)
     if isinstance(old, np.random.Generator):  # compared by the state it will draw from
         return case_difference(old.bit_generator.state, new.bit_generator.state, f"{where}.state")
     if hasattr(old, "__dict__"):
@@ -128,44 +94,35 @@ def case_difference(old, new, where: str = "cases") -> str | None:
     return None if old == new else f"{where}: {old!r} became {new!r}"
 
 
-def hidden_cell_is_current(source: str, key: str, points, cases: list[dict]) -> str | None:
-    """``None`` if the hidden cell ``source`` holds ``cases`` (up to rounding); else what differs."""
-    match = _BLOB.search(source)
-    if match is None:
-        return "the cell has no embedded cases"
-    expected = hidden_cell_source(key, points, cases)
-    if _BLOB.sub('"""\n\n"""', source) != _BLOB.sub('"""\n\n"""', expected):
-        return "the text around the cases changed"
-    try:
-        embedded = decode_cases(match.group(1))
-    except Exception as error:  # corrupt text in the cell
-        return f"the embedded cases cannot be decoded ({type(error).__name__})"
-    return case_difference(embedded, cases)
+def key_difference(old: dict, new: dict) -> str | None:
+    """Where two answer keys differ (by :func:`case_difference`); ``None`` if they are the same."""
+    return case_difference(old, new, "answer key")
 
 
-def sync_notebook(path: Path, exercises, check: bool) -> list[str]:
-    """Sync one notebook; return a line per cell that was (or would be) changed."""
+def sync_notebook(path: Path, exercises, check: bool, key: dict) -> list[str]:
+    """Sync one notebook's answer and hidden cells; return a line per cell that was (or would be) changed."""
     nb = nbformat.read(path, as_version=4)
     changes = []
-    for index, key in answer_cells(nb):
-        if key not in exercises:
-            raise ValueError(f"{path}: cell {index} names {key}, which is not an exercise function of course_lib")
-        source = exercises[key].source()
+    for index, name in answer_cells(nb):
+        if name not in exercises:
+            raise ValueError(f"{path}: cell {index} names {name}, which is not an exercise function of course_lib")
+        source = exercises[name].source()
         if nb.cells[index].source != source:
-            changes.append(f"{path.relative_to(ROOT)}: answer cell of {key} differs from course_lib")
+            changes.append(f"{path.relative_to(ROOT)}: answer cell of {name} differs from course_lib")
             nb.cells[index].source = source
     for cell in nb.cells:
-        key = cell.metadata.get("course_lib_cases")
-        if not key:
+        name = cell.metadata.get("course_lib_cases")
+        if not name:
             continue
-        if key not in hidden_cases.GENERATORS:
-            raise ValueError(f"{path}: no hidden-case generator for {key} in course_tools/hidden_cases.py")
+        if name not in hidden_cases.GENERATORS:
+            raise ValueError(f"{path}: no hidden-case generator for {name} in course_tools/hidden_cases.py")
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
         points = cell.metadata.get("nbgrader", {}).get("points", "?")
-        cases = hidden_cases_for(key)
-        difference = hidden_cell_is_current(cell.source, key, points, cases)
-        if difference:
-            changes.append(f"{path.relative_to(ROOT)}: hidden tests of {key} are out of date ({difference})")
-            cell.source = hidden_cell_source(key, points, cases)
+        n = len(key.get(grade_id, {}).get("cases", []))
+        source = hidden_cell_source(name, grade_id, points, n)
+        if cell.source != source:
+            changes.append(f"{path.relative_to(ROOT)}: hidden test cell of {name} is out of date")
+            cell.source = source
     if changes and not check:
         nbformat.write(nb, path)
     return changes
@@ -176,8 +133,19 @@ def sync(check: bool = False, root: Path = ROOT) -> list[str]:
     exercises = find_exercises()
     changes = []
     for assignment in assignments(root):
+        fresh = answer_keys.build(assignment, root)
+        try:
+            current = answer_keys.load(assignment, root)
+        except Exception as error:  # a corrupt key file
+            current, problem = None, f"cannot be decoded ({type(error).__name__})"
+        else:
+            problem = key_difference(current, fresh) if current else "is missing"
+        if problem:
+            changes.append(f"answer_keys/{assignment}.key {problem}")
+            if not check:
+                answer_keys.write(assignment, fresh, root)
         for path in solution_notebooks(assignment, root):
-            changes += sync_notebook(path, exercises, check)
+            changes += sync_notebook(path, exercises, check, fresh)
     for key in sorted(set(exercises) - set(owners(root))):
         changes.append(f"course_lib/{key.rsplit('.', 1)[0].replace('.', '/')}.py: exercise {key} has no answer cell in any assignment")
     return changes

@@ -1,0 +1,241 @@
+"""The answer keys: every graded test cell's cases and expected outcomes, kept outside every notebook.
+
+``answer_keys/<assignment>.key`` (written by ``tasks.py sync``) maps each graded test
+cell's ``grade_id`` to::
+
+    {"function": "rnn_step", "key": "recurrent.elman.rnn_step", "kind": "visible" | "hidden",
+     "forbidden": ["torch", ...], "hint": "...",
+     "cases": [{"args", "kwargs", "torch", "grad", "rtol", "atol",
+                "expected": <the reference's outcome, plain data from course_tools.probe.run_case>}]}
+
+- **Hidden** cases come from the generators of :mod:`course_tools.hidden_cases`.
+- **Visible** cases are *recorded*: the solution notebook's visible test cell runs (in
+  this process, with torch seeded) with each exercise function replaced by a recorder
+  that keeps every call's arguments, so grading replays exactly the calls the visible
+  tests make, with the reference's outcomes as the expected ones. The names a visible
+  test forbids (``assert_own_code``) are recorded too.
+
+When a notebook is graded, only the arguments enter the sandbox; the expected outcomes
+stay here, in the grader's process (:mod:`course_tools.grading`). The key file is never
+published (``course_tools.leaks`` guards it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import importlib
+import io
+import zlib
+from pathlib import Path
+
+import nbformat
+import numpy as np
+
+from . import ROOT, hidden_cases
+from .exercises import assignments, solution_notebooks
+from .probe import run_case
+from course_lib.testing import decode_cases, quiet
+
+MAX_RECORDED = 12
+"""At most this many calls of one function are kept from one visible test cell (evenly spaced)."""
+VISIBLE_TOLERANCE = {"rtol": 1e-5, "atol": 1e-8}
+"""Visible tests compare against PyTorch or hand-computed values within about 1e-6; the replay
+compares against the reference a little more loosely, so an answer that passes them passes it."""
+
+
+def key_path(assignment: str, root: Path = ROOT) -> Path:
+    return root / "answer_keys" / f"{assignment}.key"
+
+
+def load(assignment: str, root: Path = ROOT) -> dict:
+    """The answer key of ``assignment`` (``grade_id -> entry``); empty if there is none."""
+    path = key_path(assignment, root)
+    return decode_cases(path.read_text(encoding="ascii")) if path.exists() else {}
+
+
+def encode(key) -> str:
+    """Like :func:`course_lib.testing.encode_cases`, with cloudpickle, so that the functions a visible
+    test passes (``lambda z: ...``) are stored by value; :func:`decode_cases` reads it."""
+    import base64
+
+    import cloudpickle
+
+    raw = base64.b64encode(zlib.compress(cloudpickle.dumps(key, protocol=4), 9)).decode("ascii")
+    return "\n".join(raw[i:i + 76] for i in range(0, len(raw), 76))
+
+
+def _reference(key: str):
+    module, name = key.rsplit(".", 1)
+    return getattr(importlib.import_module(f"course_lib.{module}"), name)
+
+
+def expected_outcome(reference, case: dict) -> dict:
+    """The reference's outcome on ``case``, as the probe would report the student's."""
+    with quiet():
+        outcome = run_case(reference, case)
+    outcome.pop("calls", None)
+    return outcome
+
+
+def hidden_entry(key: str) -> list[dict]:
+    """The hidden cases of exercise ``key`` with their expected outcomes.
+
+    The generator is seeded from ``"<module file>.<function>"`` (``"counts.tfidf"``), so
+    moving a module between parts keeps its cases. For differentiable torch exercises
+    (:data:`course_tools.hidden_cases.GRADIENTS`) each case also asks for the gradients of
+    a random weighted sum of the outputs.
+    """
+    reference = _reference(key)
+    module, name = key.rsplit(".", 1)
+    rng = np.random.default_rng(zlib.crc32(f"{module.rsplit('.', 1)[-1]}.{name}".encode()))
+    cases = []
+    for args, kwargs in hidden_cases.GENERATORS[key](rng):
+        case = {"args": args, "kwargs": kwargs}
+        if key in hidden_cases.TORCH:
+            case.update(torch=True, rtol=1e-5, atol=1e-7)
+        if key in hidden_cases.GRADIENTS:
+            shapes = [np.shape(v) for v in _tensor_outputs(expected_outcome(reference, case))]
+            case["grad"] = {"inputs": list(hidden_cases.GRADIENTS[key]),
+                            "weights": [rng.normal(size=s) for s in shapes]}
+        case["expected"] = expected_outcome(reference, case)
+        cases.append(case)
+    return cases
+
+
+def _tensor_outputs(outcome):
+    from .verdicts import Tensor, from_plain
+
+    def leaves(x):
+        if isinstance(x, (tuple, list)):
+            for v in x:
+                yield from leaves(v)
+        elif isinstance(x, dict):
+            for v in x.values():
+                yield from leaves(v)
+        elif isinstance(x, Tensor) and x.dtype.kind == "f":
+            yield x
+
+    return list(leaves(from_plain(outcome["value"])))
+
+
+def _snapshot(x):
+    """A copy of an argument that can be stored and replayed: tensors detached (keeping requires_grad)."""
+    if hasattr(x, "detach") and hasattr(x, "requires_grad"):
+        return x.detach().clone().requires_grad_(x.requires_grad and x.is_floating_point())
+    if isinstance(x, dict):
+        return {k: _snapshot(v) for k, v in x.items()}
+    if isinstance(x, (tuple, list)):
+        return type(x)(_snapshot(v) for v in x)
+    return copy.deepcopy(x)
+
+
+@contextlib.contextmanager
+def _torch_state():
+    import torch
+
+    dtype, threads = torch.get_default_dtype(), torch.get_num_threads()
+    state = torch.random.get_rng_state()
+    try:
+        yield torch
+    finally:
+        torch.set_default_dtype(dtype)
+        torch.set_num_threads(threads)
+        torch.random.set_rng_state(state)
+
+
+def record_visible(nb, functions: dict[str, str]) -> dict[str, dict]:
+    """Run the setup and visible test cells of solution notebook ``nb`` with recorders.
+
+    Args:
+        nb: the solution notebook.
+        functions: ``function name -> course_lib key`` of its exercises.
+
+    Returns:
+        ``grade_id -> {"function", "key", "forbidden", "calls": [(args, kwargs), ...]}`` for
+        each visible test cell (``test_<function>``).
+    """
+    namespace: dict = {"__name__": "__main__"}
+    recorded: dict[str, dict] = {}
+    with _torch_state() as torch, quiet(), contextlib.redirect_stdout(io.StringIO()):
+        for cell in nb.cells:
+            meta = cell.metadata.get("nbgrader", {})
+            grade_id = meta.get("grade_id", "")
+            if cell.cell_type != "code" or not grade_id or grade_id == "install_course_lib":
+                continue
+            if meta.get("solution") or "BEGIN HIDDEN TESTS" in cell.source:
+                continue
+            if not meta.get("grade"):  # the setup cell: imports
+                exec(compile(cell.source, f"<{grade_id}>", "exec"), namespace)  # noqa: S102 - our own notebook
+                continue
+            function = grade_id.removeprefix("test_")
+            entry = recorded[grade_id] = {"function": function, "key": functions[function],
+                                          "forbidden": [], "calls": []}
+            reference = _reference(functions[function])
+
+            def recorder(*args, _reference=reference, _entry=entry, **kwargs):
+                _entry["calls"].append((_snapshot(args), _snapshot(kwargs)))
+                return _reference(*args, **kwargs)
+
+            def own_code(fn, forbidden, what, hint="", _entry=entry):
+                _entry["forbidden"] = sorted(set(_entry["forbidden"]) | set(forbidden))
+
+            for name, key in functions.items():
+                namespace[name] = _reference(key)
+            namespace[function] = recorder
+            namespace["assert_own_code"] = own_code
+            torch.manual_seed(0)
+            exec(compile(cell.source, f"<{grade_id}>", "exec"), namespace)  # noqa: S102
+    return recorded
+
+
+def visible_entry(recorded: dict) -> list[dict]:
+    """Cases (at most :data:`MAX_RECORDED`, evenly spaced) and expected outcomes of one recorded cell."""
+    calls = recorded["calls"]
+    if len(calls) > MAX_RECORDED:
+        keep = np.linspace(0, len(calls) - 1, MAX_RECORDED).round().astype(int)
+        calls = [calls[i] for i in sorted(set(keep))]
+    reference = _reference(recorded["key"])
+    rng = np.random.default_rng(zlib.crc32(recorded["key"].encode()))
+    cases = []
+    for args, kwargs in calls:
+        case = {"args": args, "kwargs": kwargs, **VISIBLE_TOLERANCE}
+        differentiable = [i for i, a in enumerate(args) if getattr(a, "requires_grad", False)]
+        if differentiable:  # the visible test backpropagates through these: so does the replay
+            shapes = [np.shape(v) for v in _tensor_outputs(expected_outcome(reference, case))]
+            case["grad"] = {"inputs": differentiable, "weights": [rng.normal(size=s) for s in shapes]}
+        case["expected"] = expected_outcome(reference, case)
+        cases.append(case)
+    return cases
+
+
+def build(assignment: str, root: Path = ROOT) -> dict:
+    """The answer key of ``assignment``, computed from course_lib and its solution notebook."""
+    key: dict = {}
+    for path in solution_notebooks(assignment, root):
+        nb = nbformat.read(path, as_version=4)
+        functions = {c.metadata["course_lib"].rsplit(".", 1)[-1]: c.metadata["course_lib"]
+                     for c in nb.cells if c.metadata.get("course_lib")}
+        recorded = record_visible(nb, functions)
+        forbidden = {r["function"]: r["forbidden"] for r in recorded.values()}
+        for grade_id, entry in recorded.items():
+            key[grade_id] = {"function": entry["function"], "key": entry["key"], "kind": "visible",
+                             "property": entry["key"] in hidden_cases.PROPERTIES,
+                             "forbidden": entry["forbidden"], "hint": hidden_cases.HINTS.get(entry["key"], ""),
+                             "cases": visible_entry(entry)}
+        for cell in nb.cells:
+            exercise = cell.metadata.get("course_lib_cases")
+            if exercise:
+                function = exercise.rsplit(".", 1)[-1]
+                key[cell.metadata["nbgrader"]["grade_id"]] = {
+                    "function": function, "key": exercise, "kind": "hidden",
+                    "forbidden": forbidden.get(function, []), "hint": hidden_cases.HINTS.get(exercise, ""),
+                    "cases": hidden_entry(exercise)}
+    return key
+
+
+def write(assignment: str, key: dict, root: Path = ROOT) -> Path:
+    path = key_path(assignment, root)
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(encode(key) + "\n", encoding="ascii")
+    return path

@@ -1,0 +1,208 @@
+"""The grader's probe: runs a student's function on test inputs inside the sandbox and writes what came out.
+
+This file is copied into each grading sandbox and imported by the kernel; it
+imports nothing from the course (only numpy, and torch when a case asks for it),
+so a submission cannot reach the grader through it. It decides nothing: for each
+case it writes the function's outputs, its arguments after the call, the
+gradients of a fixed weighted sum of the outputs (where the case asks) and the
+library functions the call reached, all as plain data (:func:`to_plain`: JSON
+with arrays as base64 bytes, never a pickled object). The grader compares them
+with the expected values, which never enter the sandbox (``course_tools.verdicts``).
+
+The same module computes the expected values when the instructor syncs
+(:func:`run_case` on the reference), so student and reference are measured alike.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import pickle
+import sys
+from pathlib import Path
+
+import numpy as np
+
+LIBRARIES = ("torch", "numpy", "scipy", "sklearn", "jax", "tensorflow", "autograd", "gensim", "pandas", "math")
+"""Modules whose functions a call reaching them is recorded (the grader judges shortcuts from these)."""
+MAX_CALLS = 400
+MAX_BYTES = 8_000_000
+"""The largest array data one probe writes; a larger result is reported as too large."""
+
+
+def _is_tensor(x) -> bool:
+    return type(x).__module__.startswith("torch") and hasattr(x, "detach") and hasattr(x, "numpy")
+
+
+def _array(a: np.ndarray) -> dict:
+    a = np.ascontiguousarray(a)
+    return {"array": base64.b64encode(a.tobytes()).decode("ascii"), "dtype": a.dtype.str, "shape": list(a.shape)}
+
+
+def to_plain(x, budget: list[int] | None = None):
+    """``x`` as JSON-ready plain data: numbers, strings, lists and dicts, arrays as base64 bytes.
+
+    Tuples, dicts, numpy arrays and scalars, torch tensors and scipy sparse matrices
+    keep what tells them apart (``{"tuple": [...]}``, ``{"tensor": ...}``...); any
+    other object becomes ``{"unsupported": "<type name>"}``: its methods never run
+    outside the sandbox.
+    """
+    budget = [MAX_BYTES] if budget is None else budget
+    if x is None or isinstance(x, (bool, str)):
+        return x if not isinstance(x, str) else x[:2000]
+    if isinstance(x, int) and not isinstance(x, bool) and type(x) is int:
+        return x if abs(x) < 2 ** 62 else float(x)
+    if type(x) is float:
+        return x
+    if isinstance(x, tuple) and type(x) is tuple:
+        return {"tuple": [to_plain(v, budget) for v in x]}
+    if type(x) is list:
+        return [to_plain(v, budget) for v in x]
+    if type(x) is dict:
+        return {"dict": [[to_plain(k, budget), to_plain(v, budget)] for k, v in x.items()]}
+    if _is_tensor(x):
+        data = x.detach().cpu()
+        return {"tensor": to_plain(data.numpy(), budget), "requires_grad": bool(x.requires_grad)}
+    module = type(x).__module__
+    if module.startswith("scipy.sparse") and hasattr(x, "toarray"):
+        return {"sparse": to_plain(np.asarray(x.toarray()), budget), "format": str(getattr(x, "format", "?"))}
+    if type(x) is np.ndarray or isinstance(x, np.generic):
+        a = np.asarray(x)
+        if a.dtype.kind not in "biufc":
+            return {"unsupported": f"array of {a.dtype}"}
+        budget[0] -= a.nbytes
+        if budget[0] < 0:
+            return {"unsupported": "too large"}
+        plain = _array(a)
+        return plain if type(x) is np.ndarray else {"scalar": plain}
+    return {"unsupported": type(x).__name__}
+
+
+def _to_torch(x, torch):
+    if isinstance(x, dict):
+        return {k: _to_torch(v, torch) for k, v in x.items()}
+    if isinstance(x, (tuple, list)):
+        return type(x)(_to_torch(v, torch) for v in x)
+    if isinstance(x, np.ndarray):
+        return torch.from_numpy(x.copy())
+    return x
+
+
+def _leaves(x):
+    if isinstance(x, dict):
+        for v in x.values():
+            yield from _leaves(v)
+    elif isinstance(x, (tuple, list)):
+        for v in x:
+            yield from _leaves(v)
+    else:
+        yield x
+
+
+class _Calls:
+    """Records which library functions a call reaches (``sys.setprofile``), not counting the student's own."""
+
+    def __init__(self):
+        self.names: list[str] = []
+
+    def _add(self, module, name):
+        if module and module.split(".")[0] in LIBRARIES and len(self.names) < MAX_CALLS:
+            dotted = f"{module}.{name}"
+            if dotted not in self.names:
+                self.names.append(dotted)
+
+    def __call__(self, frame, event, arg):
+        if event == "call":
+            self._add(frame.f_globals.get("__name__", ""), frame.f_code.co_name)
+        elif event == "c_call":
+            module = getattr(arg, "__module__", None)
+            owner = getattr(arg, "__self__", None)
+            if not module and owner is not None:
+                module = getattr(owner, "__module__", None) if isinstance(owner, type(sys)) else type(owner).__module__
+            self._add(module or "", getattr(arg, "__name__", "?"))
+
+
+def run_case(fn, case: dict, record_calls: bool = False) -> dict:
+    """Call ``fn`` on one case; return its outcome as plain data.
+
+    ``case``: ``args`` (tuple), ``kwargs`` (dict), optional ``torch`` (arrays become
+    tensors for the call) and ``grad`` (``{"inputs": [argument indices], "weights":
+    [one array per output tensor]}``: the gradients of ``sum_k sum(weights_k * output_k)``
+    with respect to those arguments are reported).
+
+    Returns ``{"value", "args_after"}`` (plain data) and, when asked, ``"grads"`` and
+    ``"calls"``; or ``{"error": "<Type>: <message>"}`` when the call raised.
+    """
+    args, kwargs = copy.deepcopy(case["args"]), copy.deepcopy(case.get("kwargs", {}))
+    grad = case.get("grad")
+    if case.get("torch"):
+        import torch
+
+        args, kwargs = _to_torch(args, torch), _to_torch(kwargs, torch)
+        if grad:
+            for i in grad["inputs"]:
+                args[i].requires_grad_(True)
+    calls = _Calls()
+    outcome: dict = {}
+    previous = sys.getprofile()
+    try:
+        if record_calls:
+            sys.setprofile(calls)
+        try:
+            value = fn(*args, **kwargs)
+        finally:
+            if record_calls:
+                sys.setprofile(previous)
+    except BaseException as error:  # noqa: BLE001 - the student's code may raise anything, SystemExit included
+        if isinstance(error, KeyboardInterrupt):
+            raise
+        outcome["error"] = f"{type(error).__name__}: {str(error)[:300]}"
+        if record_calls:
+            outcome["calls"] = calls.names
+        return outcome
+    outcome["value"] = to_plain(value)
+    if grad:
+        import torch
+
+        outcome["grads"] = _gradients(value, args, grad, torch)
+    after = [a.detach() if _is_tensor(a) else a for a in args]
+    outcome["args_after"] = to_plain(tuple(after))
+    if record_calls:
+        outcome["calls"] = calls.names
+    return outcome
+
+
+def _gradients(value, args, grad, torch):
+    outputs = [v for v in _leaves(value) if _is_tensor(v) and v.is_floating_point()]
+    if len(outputs) != len(grad["weights"]) or any(tuple(o.shape) != np.shape(w) for o, w in zip(outputs, grad["weights"])):
+        return {"unsupported": "outputs of unexpected shapes"}
+    if not any(o.requires_grad for o in outputs):
+        return {"unsupported": "the result is detached from its inputs (no gradient flows back)"}
+    total = sum((o * torch.from_numpy(np.asarray(w, dtype=np.float64)).to(o.dtype)).sum()
+                for o, w in zip(outputs, grad["weights"]) if o.requires_grad)
+    inputs = [args[i] for i in grad["inputs"]]
+    try:
+        grads = torch.autograd.grad(total, inputs, allow_unused=True)
+    except Exception as error:  # noqa: BLE001
+        return {"unsupported": f"backward failed: {type(error).__name__}"}
+    return to_plain(tuple(None if g is None else g.detach() for g in grads))
+
+
+def probe(grade_id: str, function: str, cases_dir: str = "/grading/in/cases", out_dir: str = "/grading/out") -> None:
+    """Run the student's ``function`` (looked up in the notebook's namespace) on the cases of
+    ``grade_id`` and write ``<out_dir>/<grade_id>.json``. Prints one line, never a verdict."""
+    with open(Path(cases_dir) / f"{grade_id}.pkl", "rb") as f:
+        cases = pickle.load(f)  # written by the grader: inputs only
+    namespace = sys.modules["__main__"].__dict__
+    fn = namespace.get(function)
+    if not callable(fn):
+        results = {"missing": f"{function} is not defined (did its cell run without errors?)"}
+    else:
+        results = {"cases": []}
+        for case in cases:
+            with np.errstate(all="ignore"):
+                results["cases"].append(run_case(fn, case, record_calls=True))
+    text = json.dumps(results, allow_nan=True)
+    (Path(out_dir) / f"{grade_id}.json").write_text(text)
+    print(f"{function}: ran {len(cases)} test case(s); the grader checks the results")

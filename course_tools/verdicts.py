@@ -1,0 +1,278 @@
+"""The grader's verdicts: plain data out of the sandbox, compared with expected values that never went in.
+
+:mod:`course_tools.probe` writes, for each test case, what the student's function
+returned, its arguments after the call, gradients where asked, and the library
+functions it reached, as plain JSON. Here, in the grader's own process, that data
+is decoded without running anything of the student's (:func:`from_plain` builds
+only numbers, strings, containers and numeric numpy arrays) and compared with the
+answer key: a test cell passes when every case matches. The message says which
+case failed and why, in one or two lines; for hidden tests it never shows an
+expected value.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+MAX_RESULT_BYTES = 60_000_000
+"""The largest probe file the grader reads; a larger one fails its test cell."""
+
+
+class Unsupported:
+    """A value the probe could not turn into plain data (an object of another type)."""
+
+    def __init__(self, what: str):
+        self.what = what
+
+    def __eq__(self, other):
+        return isinstance(other, Unsupported) and other.what == self.what
+
+    def __repr__(self):
+        return f"<{self.what}>"
+
+
+class Tensor(np.ndarray):
+    """A numpy array that was a torch tensor in the sandbox (so "tensor or array" can be checked)."""
+
+
+def _array(plain) -> np.ndarray:
+    dtype = np.dtype(str(plain["dtype"]))
+    if dtype.kind not in "biufc":
+        raise ValueError(f"unexpected dtype {dtype}")
+    shape = tuple(int(n) for n in plain["shape"])
+    raw = base64.b64decode(plain["array"], validate=True)
+    return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+
+
+def from_plain(x):
+    """Decode :func:`course_tools.probe.to_plain` data into numbers, strings, tuples, lists, dicts,
+    numpy arrays (:class:`Tensor` for tensors), scipy CSR matrices and :class:`Unsupported` markers."""
+    if x is None or isinstance(x, (bool, int, float, str)):
+        return x
+    if isinstance(x, list):
+        return [from_plain(v) for v in x]
+    if not isinstance(x, dict) or len(x) == 0:
+        raise ValueError("not plain data")
+    if "array" in x:
+        return _array(x)
+    if "scalar" in x:
+        return _array(x["scalar"])[()]
+    if "tuple" in x:
+        return tuple(from_plain(v) for v in x["tuple"])
+    if "dict" in x:
+        return {from_plain(k): from_plain(v) for k, v in x["dict"]}
+    if "tensor" in x:
+        return np.asarray(from_plain(x["tensor"])).view(Tensor)
+    if "sparse" in x:
+        return sp.csr_matrix(from_plain(x["sparse"]))
+    if "unsupported" in x:
+        return Unsupported(str(x["unsupported"])[:100])
+    raise ValueError("not plain data")
+
+
+def read_results(path) -> dict | None:
+    """The probe's file for one test cell, decoded; ``None`` if it is missing, too large or not plain data."""
+    try:
+        if path.stat().st_size > MAX_RESULT_BYTES:
+            return None
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+
+
+@dataclass
+class Verdict:
+    passed: bool
+    message: str
+
+
+def _describe(value) -> str:
+    if isinstance(value, np.ndarray):
+        return f"{'tensor' if isinstance(value, Tensor) else 'array'} {value.shape}"
+    if sp.issparse(value):
+        return f"sparse matrix {value.shape}"
+    if isinstance(value, (list, tuple)):
+        return f"{type(value).__name__} of {len(value)}"
+    if isinstance(value, (bool, int, float, str, type(None))):
+        text = repr(value)
+        return text if len(text) <= 40 else text[:37] + "..."
+    if isinstance(value, np.random.Generator):
+        return "a numpy Generator"
+    return f"a {type(value).__name__}"
+
+
+def describe_call(name: str, args, kwargs) -> str:
+    """``tfidf(sparse matrix (4, 7), smooth_idf=True)``: shapes, not values; short."""
+    parts = [_describe(a) for a in args] + [f"{k}={_describe(v)}" for k, v in kwargs.items()]
+    return f"{name}({', '.join(parts)})"
+
+
+def difference(actual, expected, rtol: float, atol: float, secret: bool, what: str = "the result") -> str | None:
+    """How ``actual`` differs from ``expected`` (decoded values); ``None`` if it matches.
+
+    Structure, types (tuple or list, array or tensor, dense or sparse), shapes and
+    dtypes must match (any integer dtype for an integer array); numbers within
+    ``rtol``/``atol``, with NaN and infinities where expected. With ``secret``, the
+    message shows no expected value.
+    """
+    if isinstance(expected, Unsupported):
+        return None  # objects the reference returned that are not compared (e.g. a module)
+    if isinstance(expected, (tuple, list)):
+        if not isinstance(actual, (tuple, list)) or len(actual) != len(expected):
+            got = f"{type(actual).__name__} of length {len(actual)}" if isinstance(actual, (tuple, list)) \
+                else _describe(actual)
+            return f"{what} should be {len(expected)} values in a {type(expected).__name__}, got {got}"
+        return next((d for i, (a, e) in enumerate(zip(actual, expected))
+                     if (d := difference(a, e, rtol, atol, secret, f"{what}[{i}]"))), None)
+    if isinstance(expected, dict):
+        if not isinstance(actual, dict) or set(actual) != set(expected):
+            return f"{what} should be a dict with keys {sorted(map(str, expected))}"
+        return next((d for k in expected if (d := difference(actual[k], expected[k], rtol, atol, secret,
+                                                             f"{what}[{k!r}]"))), None)
+    if actual is None:
+        return f"{what} is None (a missing return statement?)"
+    if isinstance(actual, Unsupported):
+        return f"{what} is {actual.what[:60]}, not a value that can be checked"
+    if sp.issparse(expected) != sp.issparse(actual):
+        return f"{what} should be {'a scipy sparse matrix' if sp.issparse(expected) else 'a dense array'}, " \
+               f"got {'a sparse matrix' if sp.issparse(actual) else _describe(actual)}"
+    if sp.issparse(expected):
+        actual, expected = actual.toarray(), expected.toarray()
+    if isinstance(expected, np.ndarray) and expected.ndim > 0:
+        if not isinstance(actual, np.ndarray):
+            return f"{what} should be an array of shape {expected.shape}, got {_describe(actual)}"
+        if isinstance(expected, Tensor) != isinstance(actual, Tensor):
+            return f"{what} should be a {'torch tensor' if isinstance(expected, Tensor) else 'numpy array'}"
+        if actual.shape != expected.shape:
+            return f"{what} has shape {actual.shape}, expected {expected.shape}"
+        if actual.dtype != expected.dtype and not (actual.dtype.kind in "iu" and expected.dtype.kind in "iu"):
+            return f"{what} has dtype {actual.dtype}, expected {expected.dtype}"
+        return _values(actual, expected, rtol, atol, secret, what)
+    if isinstance(actual, np.ndarray) and actual.ndim > 0:
+        return f"{what} should be a single number, got an array of shape {actual.shape}"
+    if isinstance(expected, (str, bool)) or isinstance(actual, (str, bool)):
+        return None if type(actual) is type(expected) and actual == expected else \
+            f"{what} is {_describe(actual)}" + ("" if secret else f", expected {_describe(expected)}")
+    if not isinstance(actual, (int, float, np.number, np.ndarray)):
+        return f"{what} should be a number, got {_describe(actual)}"
+    return _values(np.asarray(actual, dtype=np.float64), np.asarray(expected, dtype=np.float64),
+                   rtol, atol, secret, what)
+
+
+def _values(actual, expected, rtol, atol, secret, what) -> str | None:
+    if actual.dtype.kind == "c" or expected.dtype.kind == "c":
+        close = np.isclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True)
+    else:
+        a, e = actual.astype(np.float64), expected.astype(np.float64)
+        close = np.isclose(a, e, rtol=rtol, atol=atol, equal_nan=True)
+    if close.all():
+        return None
+    wrong = int((~close).sum())
+    if close.ndim == 0:
+        shown = f"{float(actual):.6g}" + ("" if secret else f", expected {float(expected):.6g}")
+        return f"{what} is wrong: got {shown}"
+    where = tuple(int(i) for i in np.argwhere(~close)[0])
+    shown = "" if secret else f": got {actual[where]:.6g}, expected {expected[where]:.6g}"
+    return f"{what} differs in {wrong} of {close.size} entries, first at index {where}{shown}"
+
+
+def forbidden_calls(calls, forbidden) -> list[str]:
+    """The recorded library calls of which any dotted part is a forbidden name (``torch``, ``lstm_cell``)."""
+    forbidden = set(forbidden)
+    return [c for c in calls if isinstance(c, str) and forbidden & set(c.split("."))]
+
+
+def judge(entry: dict, results: dict | None, secret: bool) -> Verdict:
+    """The verdict of one test cell: ``entry`` from the answer key, ``results`` from the probe."""
+    name, cases = entry["function"], entry["cases"]
+    label = "hidden test" if secret else "test"
+    if results is None:
+        return Verdict(False, f"{name}: the {label}s produced no results (the notebook stopped before this cell)")
+    if "missing" in results:
+        return Verdict(False, f"{name} is not defined when its tests run: did its cell raise an error?")
+    outcomes = results.get("cases")
+    if not isinstance(outcomes, list) or len(outcomes) != len(cases):
+        return Verdict(False, f"{name}: the {label}s did not run to the end")
+    hint = f" Hint: {entry['hint']}" if entry.get("hint") else ""
+    for number, (case, raw) in enumerate(zip(cases, outcomes), start=1):
+        call = f"{label} {number} of {len(cases)}: {describe_call(name, case['args'], case.get('kwargs', {}))}"
+        problem = _case_problem(entry, case, raw, secret)
+        if problem == "not implemented":
+            return Verdict(False, f"{name} is not implemented yet.")
+        if problem:
+            return Verdict(False, f"{call} {problem}.{hint}")
+    return Verdict(True, f"{name}: {len(cases)} {label} case(s) passed")
+
+
+def _case_problem(entry, case, raw, secret) -> str | None:
+    if not isinstance(raw, dict):
+        return "produced no result"
+    try:
+        expected = case["expected"]
+        calls = raw.get("calls", [])
+        shortcuts = forbidden_calls(calls if isinstance(calls, list) else [], entry.get("forbidden", ()))
+        if shortcuts:
+            return f"calls {', '.join(shortcuts[:3])}: write the computation yourself instead of calling a library"
+        if "error" in raw:
+            error = str(raw["error"])
+            if error.startswith("NotImplementedError"):
+                return "not implemented"
+            if "error" in expected and error.split(":")[0] == expected["error"].split(":")[0]:
+                return None
+            return f"raised {error[:200]}"
+        if "error" in expected:
+            return f"should raise {expected['error'].split(':')[0]} but returned normally"
+        rtol, atol = case.get("rtol", 1e-6), case.get("atol", 1e-9)
+        if entry.get("property"):
+            from .hidden_cases import PROPERTIES
+
+            found = PROPERTIES[entry["key"]](case, from_plain(raw.get("value")))
+        else:
+            found = difference(from_plain(raw.get("value")), from_plain(expected["value"]), rtol, atol, secret)
+        if found:
+            return f"gives a wrong result: {found}"
+        if "args_after" in expected:
+            changed = difference(from_plain(raw.get("args_after")), from_plain(expected["args_after"]),
+                                 1e-12, 1e-12, True, "the arguments after the call")
+            if changed:
+                return "changes its inputs in place; leave them unmodified and return new values"
+        if "grads" in expected:
+            found = difference(from_plain(raw.get("grads")), from_plain(expected["grads"]), rtol, atol, secret,
+                               "the gradient")
+            if found:
+                return f"passes wrong gradients back ({found})"
+    except (KeyError, TypeError, ValueError) as error:
+        return f"produced a result that cannot be read ({type(error).__name__})"
+    return None
+
+
+def check_hidden(fn, grade_id: str, folder: Path | None = None) -> None:
+    """Run ``fn`` on the cases of ``grade_id`` in this process and raise AssertionError unless they pass.
+
+    The instructor's way to run a solution notebook's hidden tests by hand: the answer
+    key is found in the ``answer_keys/`` folder of the course (searched from ``folder``,
+    default the working folder, upwards). Grading never calls this: it runs the
+    probe in a sandbox and judges outside (:mod:`course_tools.grading`).
+    """
+    from .answer_keys import load
+    from .probe import run_case
+
+    start = (folder or Path.cwd()).resolve()
+    for base in [start, *start.parents]:
+        for path in sorted((base / "answer_keys").glob("*.key")):
+            entry = load(path.stem, base).get(grade_id)
+            if entry:
+                results = {"cases": [run_case(fn, case, record_calls=True) for case in entry["cases"]]}
+                verdict = judge(entry, json.loads(json.dumps(results, allow_nan=True)), secret=False)
+                if not verdict.passed:
+                    raise AssertionError(verdict.message)
+                print(verdict.message)
+                return
+    raise FileNotFoundError(f"no answer key holds {grade_id}: run `python3 tasks.py sync` in the course")
+
