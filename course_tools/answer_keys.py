@@ -9,11 +9,11 @@ cell's ``grade_id`` to::
                 "expected": <the reference's outcome, plain data from course_tools.probe.run_case>}]}
 
 - **Hidden** cases come from the generators of :mod:`course_tools.hidden_cases`.
-- **Visible** cases are *recorded*: the solution notebook's visible test cell runs (in
-  this process, with torch seeded) with each exercise function replaced by a recorder
-  that keeps every call's arguments, so grading replays exactly the calls the visible
-  tests make, with the reference's outcomes as the expected ones. The names a visible
-  test forbids (``assert_own_code``) are recorded too.
+- **Visible** cases (and those of hidden cells written by hand, without a generator) are
+  *recorded*: the solution notebook's test cell runs (in this process, with torch seeded)
+  with each exercise function replaced by a recorder that keeps every call's arguments,
+  so grading replays exactly the calls the test makes, with the reference's outcomes as
+  the expected ones. The names a visible test forbids (``assert_own_code``) are recorded too.
 
 When a notebook is graded, only the arguments enter the sandbox; the expected outcomes
 stay here, in the grader's process (:mod:`course_tools.grading`). The key file is never
@@ -72,10 +72,13 @@ def _reference(key: str):
 
 def expected_outcome(reference, case: dict) -> dict:
     """The reference's outcome on ``case``, as the probe would report the student's."""
+    from .verdicts import from_plain
+
     with quiet():
         outcome = run_case(reference, case)
     outcome.pop("calls", None)
-    return outcome
+    # stored decoded, so that the drift check compares numbers with a tolerance, not bytes
+    return {k: (v if k == "error" else from_plain(v)) for k, v in outcome.items()}
 
 
 def hidden_entry(key: str) -> list[dict]:
@@ -104,7 +107,7 @@ def hidden_entry(key: str) -> list[dict]:
 
 
 def _tensor_outputs(outcome):
-    from .verdicts import Tensor, from_plain
+    from .verdicts import Tensor
 
     def leaves(x):
         if isinstance(x, (tuple, list)):
@@ -116,7 +119,7 @@ def _tensor_outputs(outcome):
         elif isinstance(x, Tensor) and x.dtype.kind == "f":
             yield x
 
-    return list(leaves(from_plain(outcome["value"])))
+    return list(leaves(outcome["value"]))
 
 
 def _snapshot(x):
@@ -163,14 +166,14 @@ def record_visible(nb, functions: dict[str, str]) -> dict[str, dict]:
             grade_id = meta.get("grade_id", "")
             if cell.cell_type != "code" or not grade_id or grade_id == "install_course_lib":
                 continue
-            if meta.get("solution") or "BEGIN HIDDEN TESTS" in cell.source:
+            if meta.get("solution") or cell.metadata.get("course_lib_cases"):
                 continue
             if not meta.get("grade"):  # the setup cell: imports
                 exec(compile(cell.source, f"<{grade_id}>", "exec"), namespace)  # noqa: S102 - our own notebook
                 continue
-            function = grade_id.removeprefix("test_")
-            entry = recorded[grade_id] = {"function": function, "key": functions[function],
-                                          "forbidden": [], "calls": []}
+            function = grade_id.removeprefix("test_").removeprefix("hidden_")
+            entry = recorded[grade_id] = {"function": function, "key": functions[function], "forbidden": [],
+                                          "calls": [], "hidden": "BEGIN HIDDEN TESTS" in cell.source}
             reference = _reference(functions[function])
 
             def recorder(*args, _reference=reference, _entry=entry, **kwargs):
@@ -205,6 +208,8 @@ def visible_entry(recorded: dict) -> list[dict]:
             shapes = [np.shape(v) for v in _tensor_outputs(expected_outcome(reference, case))]
             case["grad"] = {"inputs": differentiable, "weights": [rng.normal(size=s) for s in shapes]}
         case["expected"] = expected_outcome(reference, case)
+        if recorded["key"] in hidden_cases.PROPERTIES and "value" in case["expected"]:
+            case["expected"]["value"] = None  # judged by its property: the reference's draws are not kept
         cases.append(case)
     return cases
 
@@ -217,9 +222,10 @@ def build(assignment: str, root: Path = ROOT) -> dict:
         functions = {c.metadata["course_lib"].rsplit(".", 1)[-1]: c.metadata["course_lib"]
                      for c in nb.cells if c.metadata.get("course_lib")}
         recorded = record_visible(nb, functions)
-        forbidden = {r["function"]: r["forbidden"] for r in recorded.values()}
+        forbidden = {r["function"]: r["forbidden"] for r in recorded.values() if r["forbidden"]}
         for grade_id, entry in recorded.items():
-            key[grade_id] = {"function": entry["function"], "key": entry["key"], "kind": "visible",
+            key[grade_id] = {"function": entry["function"], "key": entry["key"],
+                             "kind": "hidden" if entry["hidden"] else "visible",
                              "property": entry["key"] in hidden_cases.PROPERTIES,
                              "forbidden": entry["forbidden"], "hint": hidden_cases.HINTS.get(entry["key"], ""),
                              "cases": visible_entry(entry)}

@@ -133,10 +133,10 @@ def grade_notebook(nb, assignment: str, student: str, course: Path, experiments:
         notes.insert(0, f"not graded: {record.refused}")
     else:
         release = course / "exercises" / assignment
-        skip = set()
-        if not experiments:
-            for path in release.glob("*.ipynb"):
-                skip |= experiment_sources(nbformat.read(path, as_version=4))
+        canonical = set()
+        for path in release.glob("*.ipynb"):
+            canonical |= experiment_sources(nbformat.read(path, as_version=4))
+        skip = set() if experiments else canonical
         job = Path(tempfile.mkdtemp(prefix=f"{student}-", dir=_jobs(course, assignment)))
         try:
             run_nb, origin = grading_notebook(nb, key, job, skip, sandboxed)
@@ -144,7 +144,7 @@ def grade_notebook(nb, assignment: str, student: str, course: Path, experiments:
             for name in ("probe.py", "sandbox_runner.py"):
                 shutil.copy(Path(__file__).with_name(name), job / "in" / name)
             result = sandbox.run_notebook(job, edition_dir(assignment), limits, sandboxed)
-            notes += _merge(nb, job, origin, result, limits)
+            notes += _merge(nb, job, origin, result, limits, canonical)
             results_dir = job / "out"
             _apply_verdicts(nb, key, results_dir)
         finally:
@@ -160,8 +160,12 @@ def _jobs(course: Path, assignment: str) -> Path:
     return path
 
 
-def _merge(nb, job: Path, origin, result: sandbox.RunResult, limits: sandbox.Limits) -> list[str]:
-    """Copy the sandbox's outputs into ``nb``'s ungraded cells; return notes on how the run ended."""
+def _merge(nb, job: Path, origin, result: sandbox.RunResult, limits: sandbox.Limits, experiments: set[str]) -> list[str]:
+    """Copy the sandbox's outputs into ``nb``'s ungraded cells; return notes on how the run ended.
+
+    Errors are noted for the student's own cells (answers and added cells), not for the
+    release's experiment cells (which fail whenever an answer does) nor for answers left
+    as the stub (their tests say "not implemented")."""
     notes = []
     try:
         ran = nbformat.read(job / "out" / "notebook.ipynb", as_version=4)
@@ -181,8 +185,10 @@ def _merge(nb, job: Path, origin, result: sandbox.RunResult, limits: sandbox.Lim
         if not target.metadata.get("nbgrader", {}).get("grade"):
             target.outputs = cell.get("outputs", [])
             target.execution_count = cell.get("execution_count")
-        errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
-        if errors and not target.metadata.get("nbgrader", {}).get("grade"):
+        errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"
+                  and o.get("ename") != "NotImplementedError"]
+        if errors and not target.metadata.get("nbgrader", {}).get("grade") \
+                and target.source.strip() not in experiments:
             label = target.metadata.get("nbgrader", {}).get("grade_id") or f"cell {index + 1}"
             notes.append(f"{label} raised {str(errors[0].get('ename'))[:40]}: {str(errors[0].get('evalue'))[:120]}")
         if isinstance(stopped, dict) and stopped.get("cell") == position:

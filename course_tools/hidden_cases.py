@@ -62,10 +62,18 @@ def cosine_similarity(rng):
             yield (a,), {}
         else:
             yield (a, b), {}
+    a, b = rng.normal(size=(4, 3)), rng.normal(size=(5, 3))
+    b[[1, 3]] = 0.0  # zero vectors in b
+    yield (a, b), {}
+    a = rng.normal(size=(3, 5)) * 1e3
+    a[2] = 0.0
+    yield (a,), {}  # b = a, with a zero vector
 
 
 def skipgram_pairs(rng):
-    for case, (length, window) in enumerate([(1, 2), (2, 1), (9, 3), (25, 5), (6, 10), (40, 2)]):
+    # (0, 3) and (1, 4): documents with no pairs at all (the result is still two int64 arrays)
+    for case, (length, window) in enumerate([(1, 2), (2, 1), (9, 3), (25, 5), (6, 10), (40, 2), (0, 3), (1, 4),
+                                             (12, 1)]):
         ids = rng.integers(0, 30, size=length)
         if case % 2:  # dynamic windows, drawn as the docstring says
             yield (ids, window, np.random.default_rng(int(rng.integers(1000)))), {}
@@ -77,11 +85,19 @@ def sgns_loss_and_grads(rng):
     for b, k, d in [(1, 1, 1), (3, 2, 4), (8, 5, 10), (16, 3, 7)]:
         scale = rng.uniform(0.1, 3.0)
         yield (rng.normal(size=(b, d)) * scale, rng.normal(size=(b, d)), rng.normal(size=(b, k, d))), {}
-    yield (np.full((2, 3), 10.0), np.full((2, 3), -10.0), np.full((2, 2, 3), 10.0)), {}  # |u.v| = 300
+    # Dot products beyond +-745, where exp overflows and sigma underflows in float64: the loss must stay finite.
+    yield (np.full((2, 3), 20.0), np.full((2, 3), -20.0), np.full((2, 2, 3), 20.0)), {}  # u.v = -1200, u_k.v = 1200
+    center, context, negatives = rng.normal(size=(4, 5)), rng.normal(size=(4, 5)), rng.normal(size=(4, 3, 5))
+    center[0], context[0] = 15.0, -12.0  # u_o.v = -900 for pair 0
+    center[2], negatives[2, 1] = 14.0, 12.0  # u_k.v = 840 for pair 2, noise word 1
+    yield (center, context, negatives), {}
+    center, context, negatives = rng.normal(size=(3, 4)), rng.normal(size=(3, 4)), rng.normal(size=(3, 2, 4))
+    context[1], negatives[1, 0] = center[1] * -1000 / np.sum(center[1] ** 2), center[1] * 800 / np.sum(center[1] ** 2)
+    yield (center, context, negatives), {}  # u_o.v = -1000, u_k.v = 800 for pair 1
 
 
 def procrustes(rng):
-    for n, d in [(5, 2), (30, 4), (100, 8), (12, 12)]:
+    for n, d in [(5, 2), (30, 4), (100, 8), (12, 12), (9, 3)]:
         source = rng.normal(size=(n, d))
         rotation, _ = np.linalg.qr(rng.normal(size=(d, d)))
         yield (source, source @ rotation.T + rng.normal(size=(n, d)) * rng.uniform(0, 0.5)), {}
@@ -111,11 +127,26 @@ def clip_gradients(rng):
         max_norm = float(norm * [0.3, 2.0, 0.05, 1.5][case])  # above and below the threshold
         yield (grads, max_norm), {}
     yield ([np.zeros((2, 2)), np.zeros(3)], 1.0), {}  # all zero: nothing to clip
+    # Small gradients clipped: the 1e-6 of the rule is not negligible next to norms of 1e-3
+    for sizes, scale, ratio in [([(4,), (2, 3)], 1e-3, 0.5), ([(3, 3), (3,), (1,)], 1e-4, 0.2)]:
+        grads = [rng.normal(size=size) * scale for size in sizes]
+        norm = np.sqrt(sum((g ** 2).sum() for g in grads))
+        yield (grads, float(norm * ratio)), {}
 
 
 def perplexity(rng):
-    for shape, v, scale in [((1,), 1, 1.0), ((7,), 5, 1.0), ((3, 4), 9, 3.0), ((2, 3, 2), 4, 0.5), ((5,), 6, 800.0)]:
+    for shape, v, scale in [((1,), 1, 1.0), ((7,), 5, 1.0), ((3, 4), 9, 3.0), ((2, 3, 2), 4, 0.5)]:
         yield (rng.normal(size=(*shape, v)) * scale, rng.integers(0, v, size=shape)), {}
+    # Scores where exp overflows or underflows in float64, but the perplexity itself stays finite
+    for shape, v, shift in [((6,), 7, 1000.0), ((2, 5), 4, -1000.0), ((3,), 5, 800.0)]:
+        yield (rng.normal(size=(*shape, v)) * 2 + shift, rng.integers(0, v, size=shape)), {}
+    for n, v, gaps in [(10, 6, [900.0]), (12, 5, [800.0, 760.0])]:
+        logits = rng.normal(size=(n, v)) * 1000  # (N, V)
+        targets = logits.argmax(axis=1)  # (N,) confident and right...
+        for row, gap in enumerate(gaps):  # ...except a few positions, whose target is `gap` below the best score
+            targets[row] = (targets[row] + 1) % v
+            logits[row, targets[row]] = logits[row].max() - gap
+        yield (logits, targets), {}  # mean -log p of at most gaps/N + log V: far from overflowing exp
 
 
 def _gate_weights(rng, gates, inputs, hidden):
@@ -147,7 +178,10 @@ def bidirectional(rng):
 def scalar_mix(rng):
     for layers, shape in [(1, (2,)), (3, (4, 5)), (2, (2, 3, 6)), (4, (1, 1, 3))]:
         yield (rng.normal(size=(layers, *shape)), rng.normal(size=layers) * 2, np.array(rng.uniform(0.2, 3))), {}
-    yield (rng.normal(size=(3, 2, 4)), np.array([500.0, 0.0, -500.0]), np.array([1.5])), {}  # softmax must not overflow
+    # Weights where exp overflows (above 709.8) or underflows to 0 (below -745) in float64
+    yield (rng.normal(size=(3, 2, 4)), np.array([1000.0, 0.0, -1000.0]), np.array([1.5])), {}
+    yield (rng.normal(size=(2, 3, 2)), np.array([-1000.0, -1001.5]), np.array(0.7)), {}
+    yield (rng.normal(size=(4, 5)), np.array([800.0, 803.0, 790.0, 801.0]), np.array(2.0)), {}
 
 
 TORCH = {"recurrent.cells.lstm_cell", "recurrent.cells.gru_cell", "recurrent.layers.bidirectional", "recurrent.elmo.scalar_mix"}
@@ -172,16 +206,69 @@ GENERATORS = {
 }
 
 GRADIENTS = {
-    "recurrent.cells.lstm_cell": (0, 2, 3),
-    "recurrent.cells.gru_cell": (0, 2, 3),
+    "recurrent.cells.lstm_cell": (0, 2, 3, 4, 5),  # x and the weights; the state (h, c) is a pair, not a tensor
+    "recurrent.cells.gru_cell": (0, 1, 2, 3, 4, 5),
     "recurrent.layers.bidirectional": (0,),
     "recurrent.elmo.scalar_mix": (0, 1, 2),
 }
 """Differentiable torch exercises: the arguments whose gradients the hidden cases check (a
 function that computes the right values through numpy passes no gradient back)."""
 
-HINTS: dict[str, str] = {}
-"""One sentence per exercise naming its most common mistake, shown when a test fails."""
+HINTS: dict[str, str] = {
+    "vectors.counts.one_hot":
+        "Set one entry per row, vectors[np.arange(N), ids] = 1, in a float64 array of shape (N, V) "
+        "(vectors[:, ids] = 1 sets whole columns).",
+    "vectors.counts.tfidf":
+        "df_w is the number of documents with a nonzero count of w, not the sum of its counts, "
+        "and normalize divides each row (axis=1), not each column, by its L2 norm.",
+    "vectors.counts.ppmi":
+        "Only the context distribution is smoothed: raise the context counts n_c to the power alpha and "
+        "renormalize them to sum to 1, and leave pairs with a zero count at 0.",
+    "vectors.counts.cosine_similarity":
+        "Divide by the norms of both rows (np.linalg.norm over axis=1), and give zero vectors "
+        "similarity 0 instead of dividing by zero.",
+    "vectors.word2vec.skipgram_pairs":
+        "Pair each center only with positions inside the document at distance 1 to b_i, with all T "
+        "dynamic windows drawn by one rng.integers(1, window + 1, size=T), and return int64 arrays even "
+        "when there is no pair.",
+    "vectors.word2vec.negative_samples":
+        "Draw word w with probability noise[w] exactly as given (it is already smoothed: no second "
+        "power 3/4), with rng only, and return integer ids.",
+    "vectors.word2vec.sgns_loss_and_grads":
+        "Compute -log sigma(x) as np.logaddexp(0, -x): np.log(sigmoid(x)) gives -inf once a dot product "
+        "is below about -745, and both the loss and the gradients are averaged over the batch.",
+    "vectors.gradcheck.numerical_gradient":
+        "Use the central difference (f(x + eps e_i) - f(x - eps e_i)) / (2 eps) one entry at a time, "
+        "and put x[i] back to its value after probing it.",
+    "vectors.alignment.procrustes":
+        "Take the SVD of target.T @ source (the SVD of source.T @ target gives R transposed) and "
+        "return U @ Vt without the singular values.",
+    "recurrent.elman.rnn_step":
+        "Multiply the rows by the transposed weights, x @ W.T and h_prev @ U.T, and add the bias "
+        "inside the tanh.",
+    "recurrent.elman.rnn_backward":
+        "Add the gradient from the next step before the tanh derivative, dh_t = dhs[:, t] + dh_next, "
+        "send it back with da_t @ U (not U.T), and do not write into dhs.",
+    "recurrent.clipping.clip_gradients":
+        "Scale every array by the same factor min(1, max_norm / (n + 1e-6)), n the norm of all of them "
+        "together, into new arrays: g *= scale changes the caller's gradients.",
+    "recurrent.perplexity.perplexity":
+        "Take -log p straight from logsumexp with the maximum subtracted: exp of raw scores overflows, "
+        "and the log of a softmax probability that underflowed to 0 is -inf.",
+    "recurrent.cells.lstm_cell":
+        "The four blocks come in the order i, f, g, o with both biases added, h' = o * tanh(c'), and "
+        "only torch operations (no numpy, no in-place updates) let the gradients flow.",
+    "recurrent.cells.gru_cell":
+        "The reset gate multiplies h W_hn^T + b_hn, after its bias, and h' = (1 - z) * n + z * h, "
+        "with the blocks in the order r, z, n.",
+    "recurrent.layers.bidirectional":
+        "Reverse each sequence within its own length (its padding stays at the end), and reverse the "
+        "backward outputs again before concatenating [forward; backward].",
+    "recurrent.elmo.scalar_mix":
+        "Use torch.softmax (exp of weights of +-1000 overflows) and keep gamma a tensor, so that "
+        "gradients reach the weights, gamma and the layers.",
+}
+"""One sentence per exercise naming its most common mistake, shown when a test fails (never an expected value)."""
 
 
 def _negative_samples_property(case, value) -> str | None:
@@ -197,8 +284,9 @@ def _negative_samples_property(case, value) -> str | None:
     frequencies = np.bincount(draws.ravel(), minlength=len(noise)) / max(draws.size, 1)
     if np.any(frequencies[noise == 0] > 0):
         return "a word of probability 0 was drawn"
-    if draws.size >= 1000 and np.max(np.abs(frequencies - noise / noise.sum())) > 0.03:
-        return "the draws do not follow the noise distribution (frequencies off by more than 0.03)"
+    allowed = max(0.01, 2.5 / np.sqrt(max(draws.size, 1)))  # about 5 standard deviations of a frequency
+    if draws.size >= 1000 and np.max(np.abs(frequencies - noise / noise.sum())) > allowed:
+        return f"the draws do not follow the noise distribution (frequencies off by more than {allowed:.2g})"
     return None
 
 

@@ -200,14 +200,36 @@ def judge(entry: dict, results: dict | None, secret: bool) -> Verdict:
     if not isinstance(outcomes, list) or len(outcomes) != len(cases):
         return Verdict(False, f"{name}: the {label}s did not run to the end")
     hint = f" Hint: {entry['hint']}" if entry.get("hint") else ""
-    for number, (case, raw) in enumerate(zip(cases, outcomes), start=1):
-        call = f"{label} {number} of {len(cases)}: {describe_call(name, case['args'], case.get('kwargs', {}))}"
-        problem = _case_problem(entry, case, raw, secret)
+    problems = case_problems(entry, outcomes, secret)
+    if problems:
+        number, problem = problems[0]
         if problem == "not implemented":
             return Verdict(False, f"{name} is not implemented yet.")
-        if problem:
-            return Verdict(False, f"{call} {problem}.{hint}")
+        call = describe_call(name, cases[number - 1]["args"], cases[number - 1].get("kwargs", {}))
+        also = f" ({len(problems) - 1} other case(s) failed too)" if len(problems) > 1 else ""
+        return Verdict(False, f"{label} {number} of {len(cases)}: {call} {problem}.{also}{hint}")
     return Verdict(True, f"{name}: {len(cases)} {label} case(s) passed")
+
+
+def case_problems(entry: dict, outcomes: list, secret: bool) -> list[tuple[int, str]]:
+    """``(case number, what is wrong)`` for every failing case of one test cell (numbers from 1)."""
+    out = []
+    for number, (case, raw) in enumerate(zip(entry["cases"], outcomes), start=1):
+        problem = _case_problem(entry, case, raw, secret)
+        if problem:
+            out.append((number, problem))
+    return out
+
+
+def outcomes_in_process(fn, entry: dict) -> list:
+    """Run ``fn`` on the cases of ``entry`` here, as the probe would in the sandbox, through plain JSON.
+
+    For the instructor and the tests (alternative answers); grading never runs student code here.
+    """
+    from .probe import run_case
+
+    return json.loads(json.dumps([run_case(fn, case, record_calls=True) for case in entry["cases"]],
+                                 allow_nan=True))
 
 
 def _case_problem(entry, case, raw, secret) -> str | None:
@@ -234,16 +256,16 @@ def _case_problem(entry, case, raw, secret) -> str | None:
 
             found = PROPERTIES[entry["key"]](case, from_plain(raw.get("value")))
         else:
-            found = difference(from_plain(raw.get("value")), from_plain(expected["value"]), rtol, atol, secret)
+            found = difference(from_plain(raw.get("value")), expected["value"], rtol, atol, secret)
         if found:
             return f"gives a wrong result: {found}"
         if "args_after" in expected:
-            changed = difference(from_plain(raw.get("args_after")), from_plain(expected["args_after"]),
+            changed = difference(from_plain(raw.get("args_after")), expected["args_after"],
                                  1e-12, 1e-12, True, "the arguments after the call")
             if changed:
                 return "changes its inputs in place; leave them unmodified and return new values"
         if "grads" in expected:
-            found = difference(from_plain(raw.get("grads")), from_plain(expected["grads"]), rtol, atol, secret,
+            found = difference(from_plain(raw.get("grads")), expected["grads"], rtol, atol, secret,
                                "the gradient")
             if found:
                 return f"passes wrong gradients back ({found})"
@@ -261,15 +283,13 @@ def check_hidden(fn, grade_id: str, folder: Path | None = None) -> None:
     probe in a sandbox and judges outside (:mod:`course_tools.grading`).
     """
     from .answer_keys import load
-    from .probe import run_case
 
     start = (folder or Path.cwd()).resolve()
     for base in [start, *start.parents]:
         for path in sorted((base / "answer_keys").glob("*.key")):
             entry = load(path.stem, base).get(grade_id)
             if entry:
-                results = {"cases": [run_case(fn, case, record_calls=True) for case in entry["cases"]]}
-                verdict = judge(entry, json.loads(json.dumps(results, allow_nan=True)), secret=False)
+                verdict = judge(entry, {"cases": outcomes_in_process(fn, entry)}, secret=False)
                 if not verdict.passed:
                     raise AssertionError(verdict.message)
                 print(verdict.message)
