@@ -6,7 +6,7 @@ A leak is any of these, found in a file under the scanned paths:
 - a line of the answer of an exercise function (the lines between its markers
   in course_lib, at least ``MIN_LENGTH`` characters long, so that a lone
   ``return x`` does not count);
-- a line of the embedded cases of a hidden test cell in ``solutions/``;
+- a line of the embedded cases of a hidden test cell in ``solutions/``, or of an answer key;
 - a line of the model answer of a written question (a markdown answer cell in ``solutions/``).
 
 Text is compared after HTML tags are stripped, entities unescaped, notebook
@@ -52,6 +52,11 @@ def signatures(root: Path = ROOT) -> dict[str, str]:
             if len(_fold(line)) >= MIN_LENGTH:
                 sigs[_fold(line)] = f"a line of the answer of {key}"
     for assignment in assignments(root):
+        key = root / "answer_keys" / f"{assignment}.key"
+        if key.exists():  # the answer keys: expected values of every graded test
+            for line in key.read_text(encoding="ascii").splitlines():
+                if len(line) >= MIN_LENGTH:
+                    sigs[line] = f"a line of the answer key of {assignment}"
         for path in solution_notebooks(assignment, root):
             for cell in nbformat.read(path, as_version=4).cells:
                 meta = cell.metadata.get("nbgrader", {})

@@ -36,7 +36,7 @@ def _is_tensor(x) -> bool:
 
 
 def _array(a: np.ndarray) -> dict:
-    a = np.ascontiguousarray(a)
+    a = a.copy(order="C")  # (np.ascontiguousarray would turn a 0-d array into shape (1,))
     return {"array": base64.b64encode(a.tobytes()).decode("ascii"), "dtype": a.dtype.str, "shape": list(a.shape)}
 
 

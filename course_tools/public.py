@@ -18,8 +18,8 @@
   ``binder/`` (what Binder installs: course_lib's pinned dependencies and the
   newest edition) and a README for students.
 
-Never ``solutions/``, course_lib's reference sources, ``course_tools/``, hidden
-tests or tests. The tree is checked before the command succeeds: no forbidden
+Never ``solutions/``, ``answer_keys/``, course_lib's reference sources, ``course_tools/``,
+hidden tests or tests. The tree is checked before the command succeeds: no forbidden
 file, no leak (:mod:`course_tools.leaks`), no wheel that reveals an answer it should
 not (:func:`course_tools.wheels.wheel_leaks`), and install cells in sync with
 ``_config.yml``, where the course is published (:mod:`course_tools.site_config`).
@@ -43,7 +43,7 @@ from .wheels import build_wheels, wheel_leaks
 
 MARKER = ".course-public"  # marks a folder this command wrote, so that it may replace it
 FORBIDDEN_DIRS = {"solutions", "course_lib", "course_tools", "tests", "benchmarks", "source", "submitted",
-                  "autograded", "feedback", "release"}
+                  "autograded", "feedback", "release", "answer_keys", "_grading"}
 FORBIDDEN_FILES = {"nbgrader_config.py", "tasks.py", "pyproject.toml", "gradebook.db", "CONTRIBUTING.md"}
 INSTRUCTOR_ONLY = {"nbgrader", "pytest"}  # pinned in requirements.txt, not needed by students
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"

@@ -123,6 +123,8 @@ def difference(actual, expected, rtol: float, atol: float, secret: bool, what: s
     """
     if isinstance(expected, Unsupported):
         return None  # objects the reference returned that are not compared (e.g. a module)
+    if expected is None:
+        return None if actual is None else f"{what} should be None, got {_describe(actual)}"
     if isinstance(expected, (tuple, list)):
         if not isinstance(actual, (tuple, list)) or len(actual) != len(expected):
             got = f"{type(actual).__name__} of length {len(actual)}" if isinstance(actual, (tuple, list)) \

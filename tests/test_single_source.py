@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import importlib
+import shutil
 import subprocess
 import sys
 
@@ -180,3 +181,10 @@ def test_student_edition_installs_with_pip(tmp_path):
                                           "print(m.version('course-lib'), c.__file__)")
     version, path = installed.stdout.split()
     assert version == "0.1.0+student0" and path.startswith(str(target))
+
+
+def test_leak_scanner_finds_an_answer_key(tmp_path, root):
+    """An answer key copied where students can read it (here beside a release) is a leak."""
+    shutil.copy(root / "answer_keys" / "ps01_counts.key", tmp_path / "notes.txt")
+    found = leaks.find_leaks([tmp_path])
+    assert found and "answer key of ps01_counts" in str(found[0])

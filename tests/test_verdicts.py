@@ -1,0 +1,118 @@
+"""The grader's side of a verdict: plain data decoded without running anything, compared with the key.
+
+Everything here runs in the test process: the probe's outcomes are produced by
+``course_tools.probe.run_case`` and passed through JSON, as they come out of a sandbox.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from course_tools import answer_keys, probe, verdicts
+
+
+def _roundtrip(value):
+    return verdicts.from_plain(json.loads(json.dumps(probe.to_plain(value))))
+
+
+@pytest.mark.parametrize("value", [
+    3, 2.5, float("inf"), "text", None, True, (1, 2.0), [np.arange(3)], {"a": np.eye(2)},
+    np.float32(1.5), np.arange(6, dtype=np.int32).reshape(2, 3), sp.csr_matrix(np.eye(3)),
+])
+def test_plain_data_round_trip_keeps_types_shapes_and_dtypes(value):
+    back = _roundtrip(value)
+    assert type(back) is type(value) or isinstance(value, np.generic) or sp.issparse(value)
+    assert verdicts.difference(back, value, 0, 0, secret=False) is None
+
+
+def test_objects_are_never_rebuilt_outside_the_sandbox():
+    class AlwaysEqual:
+        def __eq__(self, other):
+            return True
+
+    back = _roundtrip((AlwaysEqual(), np.array([object()], dtype=object)))
+    assert all(isinstance(v, verdicts.Unsupported) for v in back)
+    assert verdicts.difference(back[0], 1.0, 1e-6, 1e-9, secret=True)  # not equal to anything expected
+    with pytest.raises(ValueError):
+        verdicts.from_plain({"array": "AAAA", "dtype": "|O", "shape": [1]})  # no object arrays
+    with pytest.raises(ValueError):
+        verdicts.from_plain({"__reduce__": "os.system"})
+
+
+def test_tensors_are_told_from_arrays():
+    torch = pytest.importorskip("torch")
+    back = _roundtrip(torch.ones(2, 3, dtype=torch.float64))
+    assert isinstance(back, verdicts.Tensor) and back.shape == (2, 3)
+    assert "torch tensor" in verdicts.difference(np.ones((2, 3)), back, 1e-6, 1e-9, secret=True)
+
+
+def _entry(assignment: str, grade_id: str) -> dict:
+    return answer_keys.load(assignment)[grade_id]
+
+
+def test_hidden_messages_show_no_expected_value():
+    entry = _entry("ps01_counts", "hidden_cosine_similarity")
+
+    def off(a, b=None):
+        from course_lib.vectors.counts import cosine_similarity
+        return cosine_similarity(a, b) * 1.01
+
+    verdict = verdicts.judge(entry, {"cases": verdicts.outcomes_in_process(off, entry)}, secret=True)
+    assert not verdict.passed and "expected" not in verdict.message.split("differs")[-1]
+    assert "hidden test 1 of" in verdict.message and "array (" in verdict.message  # shapes, not values
+    assert len(verdict.message) < 400
+
+
+def test_modifying_an_input_in_place_fails():
+    entry = _entry("ps03_rnn", "hidden_clip_gradients")
+    from course_lib.recurrent.clipping import clip_gradients
+
+    def in_place(grads, max_norm):
+        clipped, norm = clip_gradients(grads, max_norm)
+        for g, c in zip(grads, clipped):
+            g[...] = c
+        return list(grads), norm
+
+    verdict = verdicts.judge(entry, {"cases": verdicts.outcomes_in_process(in_place, entry)}, secret=True)
+    assert not verdict.passed and "changes its inputs in place" in verdict.message
+
+
+def test_a_numpy_detour_loses_the_gradient():
+    torch = pytest.importorskip("torch")
+    entry = _entry("ps04_lstm", "hidden_lstm_cell")
+    from course_lib.recurrent.cells import lstm_cell
+
+    def through_numpy(*args):
+        h, c = lstm_cell(*args)
+        return torch.from_numpy(h.detach().numpy().copy()), torch.from_numpy(c.detach().numpy().copy())
+
+    verdict = verdicts.judge(entry, {"cases": verdicts.outcomes_in_process(through_numpy, entry)}, secret=True)
+    assert not verdict.passed and "gradient" in verdict.message
+
+
+def test_a_forbidden_library_call_is_judged_by_what_runs():
+    torch = pytest.importorskip("torch")
+    entry = _entry("ps04_lstm", "hidden_lstm_cell")
+
+    def helper(x, state, w_ih, w_hh, b_ih, b_hh):
+        return torch.lstm_cell(x, state, w_ih, w_hh, b_ih, b_hh)
+
+    def innocent_name(*args):
+        return helper(*args)
+
+    verdict = verdicts.judge(entry, {"cases": verdicts.outcomes_in_process(innocent_name, entry)}, secret=True)
+    assert not verdict.passed and "lstm_cell" in verdict.message and "yourself" in verdict.message
+
+
+def test_missing_or_broken_results_fail_plainly(tmp_path):
+    entry = _entry("ps01_counts", "test_one_hot")
+    assert "produced no results" in verdicts.judge(entry, None, secret=False).message
+    assert "not defined" in verdicts.judge(entry, {"missing": "x"}, secret=False).message
+    assert "did not run to the end" in verdicts.judge(entry, {"cases": []}, secret=False).message
+    garbage = tmp_path / "r.json"
+    garbage.write_bytes(b"\x00\xff not json")
+    assert verdicts.read_results(garbage) is None
