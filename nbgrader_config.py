@@ -10,8 +10,9 @@ database (any SQLAlchemy URL, e.g. postgresql://user@host/gradebook).
 
 import os
 
-from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, IgnorePattern,
-                                    LimitOutput, SaveAutoGrades)
+from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, GetGrades,
+                                    IgnorePattern, LimitOutput, SaveAutoGrades)
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from nbconvert.preprocessors import ClearMetadataPreprocessor
 
 from course_tools.grading import SandboxedExecute
@@ -34,3 +35,6 @@ c.Autograde.autograde_preprocessors = [
     SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
 ]
 # Time limits per cell and per notebook, memory and processes: course_tools/sandbox.py (Limits).
+# Feedback shows each hidden test's verdict (which names the case by its input shapes, never an
+# expected value) but not the hidden test's code.
+c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]

@@ -26,6 +26,7 @@ import contextlib
 import copy
 import importlib
 import io
+import types
 import zlib
 from pathlib import Path
 
@@ -123,7 +124,12 @@ def _tensor_outputs(outcome):
 
 
 def _snapshot(x):
-    """A copy of an argument that can be stored and replayed: tensors detached (keeping requires_grad)."""
+    """A copy of an argument that can be stored and replayed: tensors detached (keeping requires_grad),
+    functions frozen with the values their globals have now (not when the key is written)."""
+    if isinstance(x, types.FunctionType):
+        import cloudpickle
+
+        return cloudpickle.loads(cloudpickle.dumps(x))
     if hasattr(x, "detach") and hasattr(x, "requires_grad"):
         return x.detach().clone().requires_grad_(x.requires_grad and x.is_floating_point())
     if isinstance(x, dict):
@@ -235,6 +241,7 @@ def build(assignment: str, root: Path = ROOT) -> dict:
                 function = exercise.rsplit(".", 1)[-1]
                 key[cell.metadata["nbgrader"]["grade_id"]] = {
                     "function": function, "key": exercise, "kind": "hidden",
+                    "property": exercise in hidden_cases.PROPERTIES,
                     "forbidden": forbidden.get(function, []), "hint": hidden_cases.HINTS.get(exercise, ""),
                     "cases": hidden_entry(exercise)}
     return key

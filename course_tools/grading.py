@@ -90,6 +90,13 @@ def _verdict_output(verdict: verdicts.Verdict):
                                   traceback=[f"AssertionError: {verdict.message}"])
 
 
+def probe_inputs(entry: dict) -> list[dict]:
+    """What enters the sandbox for one test cell: the cases without their expected outcomes, with the
+    names the probe must always record (not secret) and, for random functions, a request to run twice."""
+    return [{**{k: v for k, v in case.items() if k != "expected"}, "forbidden": entry.get("forbidden", []),
+             "twice": bool(entry.get("property"))} for case in entry["cases"]]
+
+
 def grading_notebook(nb, key: dict, job: Path, skip: set[str], sandboxed: bool):
     """The notebook the sandbox runs, and ``grading cell index -> original index`` (``None`` for the preamble)."""
     cases_dir = job / "in" / "cases"
@@ -105,7 +112,7 @@ def grading_notebook(nb, key: dict, job: Path, skip: set[str], sandboxed: bool):
             continue
         if grade_id in key:
             entry = key[grade_id]
-            inputs = [{k: v for k, v in case.items() if k != "expected"} for case in entry["cases"]]
+            inputs = probe_inputs(entry)
             with open(cases_dir / f"{grade_id}.pkl", "wb") as f:
                 cloudpickle.dump(inputs, f, protocol=4)  # inputs only; lambdas of visible tests by value
             source = f"__course_probe__.probe({grade_id!r}, {entry['function']!r}{where[0]}{where[1]})"
@@ -122,7 +129,7 @@ def grade_notebook(nb, assignment: str, student: str, course: Path, experiments:
                    sandboxed: bool = True, limits: sandbox.Limits | None = None) -> list[str]:
     """Run ``nb`` (nbgrader's autograde copy, modified in place) and put the verdicts in its test cells.
 
-    Returns the notes for the instructor.
+    Returns the notes for the instructor; ``nb.metadata["grading_seconds"]`` is the sandboxed run's time.
     """
     key = answer_keys.load(assignment, course)
     limits = limits or sandbox.Limits()
@@ -144,6 +151,7 @@ def grade_notebook(nb, assignment: str, student: str, course: Path, experiments:
             for name in ("probe.py", "sandbox_runner.py"):
                 shutil.copy(Path(__file__).with_name(name), job / "in" / name)
             result = sandbox.run_notebook(job, edition_dir(assignment), limits, sandboxed)
+            nb.metadata["grading_seconds"] = round(result.seconds, 2)
             notes += _merge(nb, job, origin, result, limits, canonical)
             results_dir = job / "out"
             _apply_verdicts(nb, key, results_dir)
@@ -228,6 +236,7 @@ class SandboxedExecute(NbGraderPreprocessor):
             notes = [f"the grader failed on this notebook ({type(error).__name__}: {str(error)[:200]}); "
                      f"its tests were marked failed: see the log"]
             _apply_verdicts(nb, answer_keys.load(assignment, course), None)
+        self.log.info("ran %s of %s in the sandbox in %s s", assignment, student, nb.metadata.get("grading_seconds"))
         folder = grading_dir(course, assignment) / "notes"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"{student}.json").write_text(json.dumps(notes))

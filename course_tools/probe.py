@@ -103,24 +103,32 @@ def _leaves(x):
 class _Calls:
     """Records which library functions a call reaches (``sys.setprofile``), not counting the student's own."""
 
-    def __init__(self):
+    def __init__(self, forbidden=()):
         self.names: list[str] = []
+        self.forbidden = set(forbidden)
 
     def _add(self, module, name):
-        if module and module.split(".")[0] in LIBRARIES and len(self.names) < MAX_CALLS:
-            dotted = f"{module}.{name}"
-            if dotted not in self.names:
-                self.names.append(dotted)
+        if not isinstance(module, str):
+            module = getattr(module, "__name__", "") if isinstance(module, type(sys)) else ""
+        if not module or module.split(".")[0] not in LIBRARIES:
+            return
+        dotted = f"{module}.{name}"
+        # past MAX_CALLS names, only those that matter (a forbidden part) are still kept
+        if dotted not in self.names and (len(self.names) < MAX_CALLS or self.forbidden & set(dotted.split("."))):
+            self.names.append(dotted)
 
     def __call__(self, frame, event, arg):
-        if event == "call":
-            self._add(frame.f_globals.get("__name__", ""), frame.f_code.co_name)
-        elif event == "c_call":
-            module = getattr(arg, "__module__", None)
-            owner = getattr(arg, "__self__", None)
-            if not module and owner is not None:
-                module = getattr(owner, "__module__", None) if isinstance(owner, type(sys)) else type(owner).__module__
-            self._add(module or "", getattr(arg, "__name__", "?"))
+        try:
+            if event == "call":
+                self._add(frame.f_globals.get("__name__", ""), frame.f_code.co_name)
+            elif event == "c_call":
+                module = getattr(arg, "__module__", None)
+                owner = getattr(arg, "__self__", None)
+                if not module and owner is not None:
+                    module = owner.__name__ if isinstance(owner, type(sys)) else type(owner).__module__
+                self._add(module or "", getattr(arg, "__name__", "?"))
+        except Exception:  # noqa: BLE001 - recording must never break the student's code
+            pass
 
 
 def run_case(fn, case: dict, record_calls: bool = False) -> dict:
@@ -143,7 +151,7 @@ def run_case(fn, case: dict, record_calls: bool = False) -> dict:
         if grad:
             for i in grad["inputs"]:
                 args[i].requires_grad_(True)
-    calls = _Calls()
+    calls = _Calls(case.get("forbidden", ()))
     outcome: dict = {}
     previous = sys.getprofile()
     try:
@@ -162,6 +170,12 @@ def run_case(fn, case: dict, record_calls: bool = False) -> dict:
             outcome["calls"] = calls.names
         return outcome
     outcome["value"] = to_plain(value)
+    if case.get("twice"):  # a function that draws at random: the same seed must give the same draws
+        again_args, again_kwargs = copy.deepcopy(case["args"]), copy.deepcopy(case.get("kwargs", {}))
+        try:
+            outcome["same_again"] = to_plain(fn(*again_args, **again_kwargs)) == outcome["value"]
+        except Exception:  # noqa: BLE001
+            outcome["same_again"] = False
     if grad:
         import torch
 

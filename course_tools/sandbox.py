@@ -6,8 +6,9 @@ student edition and the job's folder, all read-only except the job's output), an
 puts the kernel in its own user, PID, network, IPC and UTS namespaces: no network
 (only a loopback of its own, which nbclient and the kernel use), no view of other
 processes, and every process it started dies with it (``--unshare-pid``,
-``--die-with-parent``). ``prlimit`` adds the limits: address space, processes, open
-files, size of files written, CPU time. When the grader runs as root, the sandbox
+``--die-with-parent``). Resource limits (``setrlimit`` before the sandbox starts,
+inherited by all it runs) bound address space, processes, open files, the size of
+files written and CPU time. When the grader runs as root, the sandbox
 runs as ``nobody`` (``setpriv``), so a process limit applies and no file of the
 instructor is readable even by mistake; paths under a private folder such as
 ``/root`` are bound through a private mount namespace (``unshare``).
@@ -21,6 +22,7 @@ wall-clock timeout but not the isolation.
 from __future__ import annotations
 
 import os
+import resource
 import shlex
 import shutil
 import signal
@@ -40,7 +42,7 @@ class Limits:
     """What one submission may use. Times in seconds, sizes in bytes."""
 
     cell_seconds: float = 120.0
-    notebook_seconds: float = 600.0
+    notebook_seconds: float = 300.0
     memory: int = 6 * 2 ** 30  # address space; torch maps much more than it uses
     processes: int = 64
     open_files: int = 256
@@ -76,11 +78,12 @@ def unavailable() -> str | None:
     ensure_bubblewrap()
     if sys.platform != "linux":
         return "the grading sandbox needs Linux (bubblewrap and namespaces)"
-    for tool in ("bwrap", "prlimit") + (("setpriv", "unshare") if os.geteuid() == 0 else ()):
+    for tool in ("bwrap",) + (("setpriv", "unshare") if os.geteuid() == 0 else ()):
         if not shutil.which(tool):
             package = "bubblewrap" if tool == "bwrap" else "util-linux"
             return f"`{tool}` is not installed (Debian package {package}: apt-get install {package})"
-    probe = subprocess.run(_prefix(Limits(), binds=[], job=None) + ["/bin/true"], capture_output=True, text=True)
+    probe = subprocess.run(_prefix(Limits(), binds=[], job=None) + ["/bin/true"], capture_output=True, text=True,
+                           preexec_fn=_set_limits(Limits()))
     if probe.returncode != 0:
         return ("bubblewrap cannot create a sandbox here (are unprivileged user namespaces allowed? "
                 f"sysctl kernel.unprivileged_userns_clone / user.max_user_namespaces): {probe.stderr.strip()[:300]}")
@@ -94,9 +97,30 @@ def _python_roots() -> list[Path]:
     return sorted(r for r in roots if not any(r != o and o in r.parents for o in roots))
 
 
-def _limits(limits: Limits) -> list[str]:
-    return ["prlimit", f"--as={limits.memory}", f"--nproc={limits.processes}", f"--nofile={limits.open_files}",
-            f"--fsize={limits.file_size}", f"--cpu={limits.cpu_seconds}", f"--core=0", "--"]
+def _own_processes() -> int:
+    """How many processes this user runs now (the process limit counts them all)."""
+    uid, count = os.getuid(), 0
+    for status in Path("/proc").glob("[0-9]*"):
+        try:
+            count += status.stat().st_uid == uid
+        except OSError:
+            pass
+    return count
+
+
+def _set_limits(limits: Limits):
+    """A ``preexec_fn`` that applies ``limits`` to the process about to run (and all it starts).
+
+    As root the sandbox runs as ``nobody``, whose processes are only the sandbox's; as
+    another user the limit counts that user's other processes too, so they are added."""
+    processes = limits.processes + (0 if os.geteuid() == 0 else _own_processes())
+
+    def apply():
+        for name, value in (("RLIMIT_AS", limits.memory), ("RLIMIT_NPROC", processes),
+                            ("RLIMIT_NOFILE", limits.open_files), ("RLIMIT_FSIZE", limits.file_size),
+                            ("RLIMIT_CPU", limits.cpu_seconds), ("RLIMIT_CORE", 0)):
+            resource.setrlimit(getattr(resource, name), (value, value))
+    return apply
 
 
 def _prefix(limits: Limits, binds: list[tuple[Path, str, bool]], job: Path | None) -> list[str]:
@@ -122,7 +146,7 @@ def _prefix(limits: Limits, binds: list[tuple[Path, str, bool]], job: Path | Non
         bwrap += ["--chdir", "/grading/work"]
     drop = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--inh-caps=-all",
             "--bounding-set=-all"] if os.geteuid() == 0 else []
-    return drop + _limits(limits) + bwrap
+    return drop + bwrap
 
 
 def _staged_binds(job: Path, edition: Path) -> list[tuple[Path, str, bool]]:
@@ -152,10 +176,10 @@ def run_notebook(job: Path, edition: Path, limits: Limits, sandboxed: bool = Tru
         if os.geteuid() == 0:  # bind private folders (/root/...) through a private mount namespace
             command = _through_private_mounts(command, binds)
     else:
-        command = _limits(limits) + ["env", f"PYTHONPATH={edition}:{job / 'in'}", "MPLBACKEND=Agg", "TQDM_DISABLE=1",
+        command = ["env", f"PYTHONPATH={edition}:{job / 'in'}", "MPLBACKEND=Agg", "TQDM_DISABLE=1",
                                      sys.executable, str(job / "in" / "sandbox_runner.py"), str(job / "in" / "notebook.ipynb"),
                                      str(job / "out" / "notebook.ipynb"), str(limits.cell_seconds)]
-    return _run(command, limits.notebook_seconds, cwd=job / "work")
+    return _run(command, limits, cwd=job / "work")
 
 
 def _bind_args(binds) -> list[str]:
@@ -182,19 +206,23 @@ def _through_private_mounts(command: list[str], binds) -> list[str]:
     return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", "\n".join(script)]
 
 
-def _run(command: list[str], seconds: float, cwd: Path) -> RunResult:
+def _run(command: list[str], limits: Limits, cwd: Path) -> RunResult:
     started = time.time()
-    process = subprocess.Popen(command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, start_new_session=True)
-    timed_out = False
-    try:
-        _out, err = process.communicate(timeout=seconds)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        _kill(process)
-        _out, err = process.communicate()
-    _kill(process)  # anything left in its session
-    return RunResult(process.returncode, time.time() - started, timed_out, (err or b"")[-4000:].decode(errors="replace"))
+    log = cwd.parent / "stderr.txt"  # a file, so that the size limit applies to what the sandbox writes
+    with open(log, "wb") as err:
+        process = subprocess.Popen(command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=err, start_new_session=True, preexec_fn=_set_limits(limits))
+        timed_out = False
+        try:
+            process.wait(timeout=limits.notebook_seconds)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        _kill(process)  # the sandbox's init process: the kernel, its children and daemons go with it
+        process.wait()
+    with open(log, "rb") as f:
+        f.seek(max(0, log.stat().st_size - 4000))
+        tail = f.read().decode(errors="replace")
+    return RunResult(process.returncode, time.time() - started, timed_out, tail)
 
 
 def _kill(process: subprocess.Popen) -> None:

@@ -230,7 +230,9 @@ def outcomes_in_process(fn, entry: dict) -> list:
     """
     from .probe import run_case
 
-    return json.loads(json.dumps([run_case(fn, case, record_calls=True) for case in entry["cases"]],
+    from .grading import probe_inputs
+
+    return json.loads(json.dumps([run_case(fn, case, record_calls=True) for case in probe_inputs(entry)],
                                  allow_nan=True))
 
 
@@ -257,6 +259,8 @@ def _case_problem(entry, case, raw, secret) -> str | None:
             from .hidden_cases import PROPERTIES
 
             found = PROPERTIES[entry["key"]](case, from_plain(raw.get("value")))
+            if not found and raw.get("same_again") is not True:
+                found = "a second call with the same arguments (and seed) gave other values: draw only from the rng given"
         else:
             found = difference(from_plain(raw.get("value")), expected["value"], rtol, atol, secret)
         if found:

@@ -8,6 +8,8 @@ graded with ``python -m course_tools grade`` (which runs ``nbgrader autograde``)
 
 from __future__ import annotations
 
+import html
+import re
 import shutil
 from pathlib import Path
 
@@ -201,6 +203,20 @@ def test_feedback_and_export(course):
     assert (full["score"], full["max_score"]) == ("100.0", "100.0")
 
 
+def test_feedback_never_reveals_hidden_tests_or_expected_values(course, root):
+    course, _ = course
+    run(["-m", "nbgrader", "generate_feedback", ASSIGNMENT, "--force"], cwd=course)
+    page = (course / "feedback" / "wrong_tfidf" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text(encoding="utf-8")
+    text = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page)).split())
+    found = re.search(r"hidden test \d+ of \d+: tfidf\(", text)
+    assert found and "gives a wrong result" in text, "the student sees which hidden case failed"
+    assert "check_hidden" not in text and "BEGIN HIDDEN TESTS" not in text
+    hidden_message = text[found.start():][:400]
+    assert "expected" not in hidden_message.split("gives a wrong result")[1].split("Hint")[0]
+    key_lines = [line for line in (root / "answer_keys" / f"{ASSIGNMENT}.key").read_text().splitlines() if len(line) > 20]
+    assert not [line for line in key_lines if line in page]
+
+
 def _auto_scores(course: Path, assignment: str = ASSIGNMENT) -> dict[tuple[str, str], float]:
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         return {(sub.student_id, grade.name): grade.auto_score
@@ -220,17 +236,22 @@ def test_grading_the_same_batch_twice_gives_the_same_gradebook(course):
     assert sorted((p.relative_to(course), p.stat().st_size) for p in (course / "submitted").rglob("*")) == submitted
 
 
-def test_experiments_run_by_default_and_their_outputs_reach_the_feedback(tmp_path, root):
-    """Without --no-experiments the ungraded sections run too (in the sandbox), for the feedback."""
+@pytest.mark.parametrize("assignment", [ASSIGNMENT, *["ps02_word2vec", "ps03_rnn", "ps04_lstm"]])
+def test_experiments_run_by_default_without_an_error_and_reach_the_feedback(tmp_path, root, assignment):
+    """Without --no-experiments the ungraded sections run too (in the sandbox), for the feedback:
+    with the solution's answers every cell of the notebook runs without an error."""
     shutil.copy(root / "nbgrader_config.py", tmp_path)
     for folder in ("solutions", "exercises", "answer_keys"):
         shutil.copytree(root / folder, tmp_path / folder)
-    run(["-m", "nbgrader", "generate_assignment", ASSIGNMENT, "--force"], cwd=tmp_path)
-    _submit(tmp_path, "full", _answers(root))
-    graded = run(["-m", "course_tools", "grade", ASSIGNMENT], cwd=tmp_path)
-    assert "85/100" in graded.stdout
-    autograded = nbformat.read(tmp_path / "autograded" / "full" / ASSIGNMENT / NOTEBOOK, as_version=4)
-    experiments = [c for c in autograded.cells if c.cell_type == "code" and not c.metadata.get("nbgrader")]
+    run(["-m", "nbgrader", "generate_assignment", assignment, "--force"], cwd=tmp_path)
+    _submit(tmp_path, "full", _answers(root, assignment), assignment=assignment)
+    graded = run(["-m", "course_tools", "grade", assignment], cwd=tmp_path)
+    assert "85/100" in graded.stdout and "raised" not in graded.stdout, graded.stdout
+    autograded = nbformat.read(tmp_path / "autograded" / "full" / assignment / f"{assignment}.ipynb", as_version=4)
+    code = [c for c in autograded.cells if c.cell_type == "code"]
+    errors = {i: o.get("evalue") for i, c in enumerate(code) for o in c.outputs if o.output_type == "error"}
+    assert not errors, errors
+    experiments = [c for c in code if not c.metadata.get("nbgrader")]
     assert experiments and all(c.outputs for c in experiments if "print(" in c.source)
 
 
@@ -245,6 +266,19 @@ def test_grading_refuses_without_a_sandbox_unless_asked(course, tmp_path):
     refused = run(["-m", "course_tools", "grade", ASSIGNMENT], cwd=course, check=False, PATH=str(bare))
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert "grading refused" in refused.stderr and "bwrap" in refused.stderr and "--unsandboxed" in refused.stderr
+
+
+def test_unsandboxed_grading_when_asked_gives_the_same_scores(tmp_path, root):
+    """--unsandboxed: no isolation (a warning says so), the same probes and verdicts, the same scores."""
+    shutil.copy(root / "nbgrader_config.py", tmp_path)
+    for folder in ("solutions", "exercises", "answer_keys"):
+        shutil.copytree(root / folder, tmp_path / folder)
+    run(["-m", "nbgrader", "generate_assignment", ASSIGNMENT, "--force"], cwd=tmp_path)
+    _submit(tmp_path, "full", _answers(root))
+    _submit(tmp_path, "blank", {})
+    graded = run(["-m", "course_tools", "grade", ASSIGNMENT, "--unsandboxed", "--no-experiments"], cwd=tmp_path)
+    assert "WARNING: grading without a sandbox" in graded.stderr
+    assert sum(_scores(tmp_path, "full").values()) == 85 and sum(_scores(tmp_path, "blank").values()) == 0
 
 
 def test_gradebook_accepts_another_database_url(tmp_path, root):

@@ -79,7 +79,10 @@ def lstm_cell(x, state, weight_ih, weight_hh, bias_ih, bias_hh):
 
     ``c' = f * c + i * g``  and  ``h' = o * tanh(c')``
 
-    where ``*`` multiplies element by element. Chapter 4, exercise of ps04.
+    where ``*`` multiplies element by element. Written with torch operations
+    only, so that autograd gives the gradients of ``h'`` and ``c'`` with respect to
+    ``x``, the state and the four weights; the arguments are not modified (no
+    in-place updates of ``c``). Chapter 4, exercise of ps04.
 
     Args:
         x: ``(B, I)`` inputs of the step.
@@ -87,7 +90,7 @@ def lstm_cell(x, state, weight_ih, weight_hh, bias_ih, bias_hh):
         weight_ih: ``(4H, I)``; weight_hh: ``(4H, H)``; bias_ih, bias_hh: ``(4H,)``.
 
     Returns:
-        ``(h', c')``: two ``(B, H)`` tensors, the next hidden and cell states.
+        ``(h', c')``: two ``(B, H)`` tensors of the dtype of ``x``, the next hidden and cell states.
     """
     if not isinstance(state, (tuple, list)) or len(state) != 2:
         raise TypeError("state must be a pair (h, c) of (B, H) tensors")
@@ -114,14 +117,17 @@ def gru_cell(x, h, weight_ih, weight_hh, bias_ih, bias_hh):
     ``h' = (1 - z) * n + z * h``
 
     The reset gate ``r`` scales the recurrent part of the candidate (after its
-    bias is added); ``z = 1`` keeps the old state. Chapter 4, exercise of ps04.
+    bias is added); ``z = 1`` keeps the old state. Written with torch operations
+    only, so that autograd gives the gradients of ``h'`` with respect to ``x``,
+    ``h`` and the four weights; the arguments are not modified. Chapter 4,
+    exercise of ps04.
 
     Args:
         x: ``(B, I)`` inputs. h: ``(B, H)`` previous state.
         weight_ih: ``(3H, I)``; weight_hh: ``(3H, H)``; bias_ih, bias_hh: ``(3H,)``.
 
     Returns:
-        ``(B, H)`` the next state.
+        ``(B, H)`` tensor of the dtype of ``x``, the next state.
     """
     check_cell_args(x, h, weight_ih, weight_hh, bias_ih, bias_hh, gates=3)
     ### BEGIN SOLUTION

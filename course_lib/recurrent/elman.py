@@ -30,7 +30,8 @@ def rnn_step(x, h_prev, W, U, b):
     """One step of an Elman RNN on a batch: ``h_t = tanh(x_t W^T + h_{t-1} U^T + b)``.
 
     Row ``i`` of the result is ``tanh(W x_i + U h_i + b)`` for example ``i`` of
-    the batch, the column-vector equation of the chapter. Chapter 3, exercise of ps03.
+    the batch, the column-vector equation of the chapter. The arguments are not
+    modified. Chapter 3, exercise of ps03.
 
     Args:
         x: ``(B, I)`` inputs ``x_t``.
@@ -99,7 +100,8 @@ def rnn_backward(dhs, xs, hs, h0, W, U):
     Truncated backpropagation through time is this function applied to one
     chunk of a longer sequence: ``h0`` is the last state of the previous chunk,
     treated as a constant, and the returned ``dh0`` is dropped instead of
-    flowing further back. Chapter 3, exercise of ps03.
+    flowing further back. The arguments are not modified (``dhs`` included: add
+    ``dh_next`` into a new array). Chapter 3, exercise of ps03.
 
     Args:
         dhs: ``(B, T, H)`` gradients w.r.t. each ``h_t`` through its own output.

@@ -33,7 +33,11 @@ from course_lib.training import TrainingHistory, eval_mode, optimizer_step, torc
 def scalar_mix(layers, weights, gamma):
     """ELMo's task-weighted mix of the layers: ``gamma * sum_j softmax(w)_j h_j``.
 
-    Chapter 4, exercise of ps04.
+    The softmax must not overflow: weights of +-1000 give a finite mix
+    (``torch.softmax`` subtracts the largest weight; ``exp`` of the raw weights
+    overflows). Written with torch operations only, ``gamma`` kept a tensor, so
+    that autograd gives the gradients with respect to ``layers``, ``weights`` and
+    ``gamma``; the arguments are not modified. Chapter 4, exercise of ps04.
 
     Args:
         layers: ``(L + 1, ...)`` tensor with at least one axis after the first: the
@@ -43,7 +47,7 @@ def scalar_mix(layers, weights, gamma):
         gamma: scalar tensor (shape ``()`` or ``(1,)``), the overall scale.
 
     Returns:
-        tensor of the shape of ``layers[0]``, ``(...)``: ``gamma * sum_j s_j layers[j]``.
+        tensor of the shape of ``layers[0]``, ``(...)``, and of its dtype: ``gamma * sum_j s_j layers[j]``.
     """
     if not all(isinstance(t, torch.Tensor) for t in (layers, weights, gamma)):
         raise TypeError("layers, weights and gamma must be torch tensors")

@@ -88,8 +88,10 @@ def bidirectional(x, lengths, forward, backward):
     input holds ``x[b, L_b - 1], ..., x[b, 0]`` and then its padding, unchanged.
     The backward outputs are put back in the original order, so that position
     ``t`` of the result is ``[h_fwd_t ; h_bwd_t]``: the forward state has read
-    ``x_1..x_t`` and the backward state ``x_t..x_L``. Chapter 3 (bidirectional
-    RNNs) and chapter 4 (ELMo), exercise of ps04.
+    ``x_1..x_t`` and the backward state ``x_t..x_L``. Written with torch
+    operations only, so that gradients flow back to ``x`` through both
+    directions; ``x`` is not modified. Chapter 3 (bidirectional RNNs) and
+    chapter 4 (ELMo), exercise of ps04.
 
     Args:
         x: ``(B, T, ...)`` inputs, batch first.

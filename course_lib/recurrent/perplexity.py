@@ -59,14 +59,19 @@ def perplexity(logits, targets):
     ``PP = exp( (1/N) sum_n (logsumexp(z_n) - z_n[w_n]) )``.
 
     ``logsumexp(z) = m + log sum_v exp(z_v - m)`` with ``m = max_v z_v``, so
-    scores of +-1000 neither overflow nor underflow. Chapter 3, exercise of ps03.
+    scores of +-1000 neither overflow nor underflow; take ``-log p_n(w_n)`` from
+    it directly, not as the log of a softmax probability, which can round to 0.
+    When the mean negative log-likelihood exceeds ``log`` of the largest float64
+    (about 709.78), the perplexity itself is too large for float64 and ``inf`` is
+    returned (``np.exp`` gives it; ``math.exp`` raises ``OverflowError`` instead).
+    The arguments are not modified. Chapter 3, exercise of ps03.
 
     Args:
         logits: ``(..., V)`` unnormalized scores, e.g. ``(B, T, V)``.
         targets: ``(...)`` int token ids in ``[0, V)``, e.g. ``(B, T)``.
 
     Returns:
-        the perplexity, a float ``>= 1``.
+        the perplexity, a float ``>= 1`` (``inf`` when it exceeds the float64 range).
     """
     logits, targets = flatten_positions(logits, targets)  # (N, V), (N,)
     ### BEGIN SOLUTION

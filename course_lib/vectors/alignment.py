@@ -19,8 +19,8 @@ def procrustes(source, target):
     """The orthogonal matrix that best rotates ``source`` rows onto ``target`` rows.
 
     ``R = argmin_{R^T R = I} ||source R^T - target||_F = U V^T`` with
-    ``U S V^T = svd(target^T source)``. Apply it as ``source @ R.T``.
-    Chapter 2, exercise of ps02.
+    ``U S V^T = svd(target^T source)``. Apply it as ``source @ R.T``. The
+    arguments are not modified. Chapter 2, exercise of ps02.
 
     Args:
         source: ``(N, E)`` vectors of ``N`` words in the first space.

@@ -26,14 +26,15 @@ def one_hot(ids, vocab_size):
     """Encode word ids as one-hot row vectors.
 
     Row ``t`` of the result is the standard basis vector ``e_{ids[t]}``: all
-    zeros except a 1 in column ``ids[t]``. Chapter 1, exercise of ps01.
+    zeros except a 1 in column ``ids[t]``. ``ids`` is not modified. Chapter 1,
+    exercise of ps01.
 
     Args:
         ids: ``(N,)`` integer word ids, each in ``[0, vocab_size)``.
         vocab_size: ``V``, the number of words in the vocabulary.
 
     Returns:
-        ``(N, V)`` float64 array with exactly one 1 per row.
+        ``(N, V)`` float64 array with exactly one 1 per row (``(0, V)`` for no ids).
     """
     ids = checks.token_ids(ids, vocab_size)
     ### BEGIN SOLUTION
@@ -79,7 +80,9 @@ def tfidf(counts, smooth_idf=True, normalize=True):
 
     and ``tfidf[d, w] = counts[d, w] * idf_w``. With ``normalize`` each row is
     then divided by its Euclidean norm (rows of zeros stay zero). These are the
-    conventions of scikit-learn's ``TfidfTransformer``. Chapter 1, exercise of ps01.
+    conventions of scikit-learn's ``TfidfTransformer``. ``counts`` is not modified:
+    the sparse matrix the checks return may share its data with the caller's, so
+    build new arrays rather than writing into ``counts.data``. Chapter 1, exercise of ps01.
 
     Args:
         counts: ``(n_docs, V)`` non-negative counts, a numpy array or scipy sparse matrix.
@@ -157,7 +160,9 @@ def ppmi(cooc, alpha=0.75):
     ``PPMI(w, c) = max(0, log(P(w, c) / (P(w) * P_alpha(c))))``
 
     Pairs never seen together (``cooc[w, c] = 0``) get 0. ``alpha = 1`` gives
-    plain PPMI. Chapter 1, exercise of ps01.
+    plain PPMI. ``cooc`` is not modified: the sparse matrix the checks return may
+    share its data with the caller's, so build new arrays rather than writing into
+    ``cooc.data``. Chapter 1, exercise of ps01.
 
     Args:
         cooc: ``(V, C)`` non-negative co-occurrence counts, numpy array or
@@ -226,8 +231,8 @@ def cosine_similarity(a, b=None):
 
     ``S[i, j] = a_i . b_j / (||a_i|| ||b_j||)``, a number in ``[-1, 1]``: 1 for
     vectors pointing the same way, 0 for orthogonal ones. A row of zeros has no
-    direction; its similarity to everything is defined as 0. Chapter 1,
-    exercise of ps01.
+    direction; its similarity to everything is defined as 0 (not NaN). ``a`` and
+    ``b`` are not modified. Chapter 1, exercise of ps01.
 
     Args:
         a: ``(N, E)`` array of row vectors.

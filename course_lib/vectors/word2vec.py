@@ -32,7 +32,7 @@ def skipgram_pairs(ids, window, rng=None):
     *dynamic* window ``b_i`` uniformly from ``{1, ..., window}``, as word2vec
     does, which weights near contexts more than far ones: draw all ``T`` of
     them at once, ``rng.integers(1, window + 1, size=T)``, so that a seed gives
-    the same pairs everywhere. Chapter 2, exercise of ps02.
+    the same pairs everywhere. ``ids`` is not modified. Chapter 2, exercise of ps02.
 
     Args:
         ids: ``(T,)`` word ids of one document.
@@ -41,7 +41,8 @@ def skipgram_pairs(ids, window, rng=None):
 
     Returns:
         ``(centers, contexts)``: two ``(N,)`` int64 arrays of word ids, one per pair, ordered by
-        center position, then by context position.
+        center position, then by context position; two empty int64 arrays when the
+        document has fewer than two words.
     """
     ids = np.asarray(ids)
     if ids.ndim != 1 or (ids.size and not np.issubdtype(ids.dtype, np.integer)):
@@ -82,7 +83,9 @@ def negative_samples(noise, shape, rng):
     """Draw noise words for negative sampling.
 
     Each entry is an independent draw of a word id ``w`` with probability
-    ``noise[w]``. Chapter 2, exercise of ps02.
+    ``noise[w]`` (``noise`` is used as given, already smoothed), so a word of
+    probability 0 is never drawn. ``rng`` is the only source of randomness: the
+    same seed gives the same draws. Chapter 2, exercise of ps02.
 
     Args:
         noise: ``(V,)`` probabilities summing to 1, e.g. from :func:`noise_distribution`.
@@ -117,7 +120,10 @@ def sgns_loss_and_grads(center, context, negatives):
     ``dL/du_o = (1/B) (sigma(u_o . v) - 1) v``
     ``dL/du_k = (1/B) sigma(u_k . v) v``
 
-    Chapter 2, exercise of ps02.
+    The loss must be finite and exact for dot products of any size, also beyond
+    ``+-745`` where ``exp`` overflows and ``sigma`` rounds to 0 or 1 in float64:
+    compute ``-log sigma(x) = log(1 + exp(-x))`` as ``np.logaddexp(0, -x)``, never
+    as the log of a sigmoid. The arguments are not modified. Chapter 2, exercise of ps02.
 
     Args:
         center: ``(B, E)`` input vectors of the center words.
@@ -125,7 +131,7 @@ def sgns_loss_and_grads(center, context, negatives):
         negatives: ``(B, K, E)`` output vectors of the noise words.
 
     Returns:
-        ``(loss, grad_center, grad_context, grad_negatives)``: a float and arrays
+        ``(loss, grad_center, grad_context, grad_negatives)``: a float and float64 arrays
         of shapes ``(B, E)``, ``(B, E)``, ``(B, K, E)``.
     """
     center = checks.matrix(center, "center", allow_sparse=False)

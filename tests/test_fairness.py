@@ -1,0 +1,976 @@
+"""Scores that mean what they say: the answer keys accept every correct answer and catch realistic bugs.
+
+For every exercise function of course_lib, this file holds answers written as a
+student could write them, as source strings: the released stub's first part (the
+``def`` line, docstring and argument checks, everything before ``### BEGIN
+SOLUTION``, taken from course_lib as the student sees it) followed by a body
+written here.
+
+- **Alternative-correct answers** (other numpy formulations, loops, ``np.einsum``,
+  scipy, ``math``...) must pass every entry of the function's answer key, visible
+  (recorded) and hidden.
+- **Subtly-wrong answers** (off-by-one, wrong axis, modifying an input in place, a
+  naive ``exp`` that overflows, gradients cut by a detour through numpy, the wrong
+  gate order, a forgotten bias...) must fail, for the reason named here, and, for a
+  function with a hidden test cell, in at least two of its hidden cases: a bug must
+  not cost points or not depending on one draw of the generator.
+
+Each answer is executed in a namespace built like the notebook's: ``np``, ``math``
+and what the assignment's setup cell imports (``expect_shape``,
+``flatten_positions``, ``check_cell_args``...), with ``__name__ == "__main__"`` as
+in a kernel, so that the probe records library calls as it does in the sandbox and
+never counts the answer's own helpers. The cases run in this process through
+:func:`course_tools.verdicts.outcomes_in_process` (the probe's ``run_case``, then
+plain JSON) and are judged by :func:`course_tools.verdicts.judge` and
+:func:`~course_tools.verdicts.case_problems`, as grading judges the sandbox's output.
+An answer cannot affect another function's verdicts here: each function is judged
+on its own entries with its own answer (in the sandbox too, a test cell probes only
+its own function).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import nbformat
+import numpy as np
+import pytest
+
+from course_tools import ROOT, answer_keys, hidden_cases, verdicts
+from course_tools.exercises import BEGIN, find_exercises, owners, solution_notebooks
+
+# ---------------------------------------------------------------------------------------------
+# The answers: {key: {"correct": {name: body}, "wrong": {name: (body, reason)}}}
+# ``reason`` is a phrase of the verdict that the bug must produce in at least one case
+# ("wrong result", "in place", "gradients", "calls", "dtype", "raised"), or None.
+# ---------------------------------------------------------------------------------------------
+
+ANSWERS: dict[str, dict] = {}
+
+
+def answers(key, correct, wrong):
+    ANSWERS[key] = {"correct": correct, "wrong": wrong}
+
+
+answers("vectors.counts.one_hot", correct={
+    "rows_of_eye": "return np.eye(vocab_size)[ids]",
+    "loop": """
+        out = np.zeros((len(ids), vocab_size))
+        for t, word in enumerate(ids):
+            out[t, word] = 1.0
+        return out""",
+    "comparison": "return (ids[:, None] == np.arange(vocab_size)[None, :]).astype(np.float64)",
+}, wrong={
+    "int_dtype": ("""
+        out = np.zeros((len(ids), vocab_size), dtype=int)
+        out[np.arange(len(ids)), ids] = 1
+        return out""", "dtype"),
+    "whole_columns": ("""
+        out = np.zeros((len(ids), vocab_size))
+        out[:, ids] = 1.0
+        return out""", "wrong result"),
+    "transposed": ("return np.eye(vocab_size)[:, ids]", "shape"),
+    "width_from_largest_id": ("""
+        out = np.zeros((len(ids), ids.max() + 1))
+        out[np.arange(len(ids)), ids] = 1.0
+        return out""", None),
+})
+
+_IDF = """
+        n_docs = counts.shape[0]
+        idf = np.log((1 + n_docs) / (1 + df)) + 1 if smooth_idf else np.log(n_docs / np.maximum(df, 1)) + 1"""
+answers("vectors.counts.tfidf", correct={
+    "dense": """
+        c = counts.toarray()
+        df = (c > 0).sum(axis=0)""" + _IDF + """
+        weighted = c * idf
+        if normalize:
+            norms = np.sqrt((weighted ** 2).sum(axis=1, keepdims=True))
+            weighted = weighted / np.where(norms > 0, norms, 1.0)
+        return sp.csr_matrix(weighted)""",
+    "sklearn": ("from sklearn.feature_extraction.text import TfidfTransformer\n\n\n", """
+        transformer = TfidfTransformer(norm="l2" if normalize else None, smooth_idf=smooth_idf)
+        return sp.csr_matrix(transformer.fit_transform(counts))"""),
+    "diagonal_matrices": """
+        from scipy.sparse.linalg import norm as sparse_norm
+        df = np.diff(sp.csc_matrix(counts > 0).indptr)""" + _IDF + """
+        weighted = counts @ sp.diags(idf)
+        if normalize:
+            norms = sparse_norm(weighted, axis=1)
+            weighted = sp.diags(1 / np.where(norms > 0, norms, 1.0)) @ weighted
+        return sp.csr_matrix(weighted)""",
+}, wrong={
+    "df_is_total_count": ("""
+        df = np.asarray(counts.sum(axis=0)).ravel()""" + _IDF + """
+        weighted = counts.toarray() * idf
+        if normalize:
+            weighted /= np.maximum(np.linalg.norm(weighted, axis=1, keepdims=True), 1e-300)
+        return sp.csr_matrix(weighted)""", "wrong result"),
+    "column_norms": ("""
+        c = counts.toarray()
+        df = (c > 0).sum(axis=0)""" + _IDF + """
+        weighted = c * idf
+        if normalize:
+            norms = np.linalg.norm(weighted, axis=0, keepdims=True)
+            weighted = weighted / np.where(norms > 0, norms, 1.0)
+        return sp.csr_matrix(weighted)""", "wrong result"),
+    "idf_without_plus_one": ("""
+        c = counts.toarray()
+        df = (c > 0).sum(axis=0)
+        n_docs = c.shape[0]
+        idf = np.log((1 + n_docs) / (1 + df)) if smooth_idf else np.log(n_docs / np.maximum(df, 1))
+        weighted = c * idf
+        if normalize:
+            norms = np.linalg.norm(weighted, axis=1, keepdims=True)
+            weighted = weighted / np.where(norms > 0, norms, 1.0)
+        return sp.csr_matrix(weighted)""", "wrong result"),
+    "weights_in_place": ("""
+        df = np.bincount(counts.indices, minlength=counts.shape[1])""" + _IDF + """
+        counts.data *= idf[counts.indices]  # counts may share its data with the caller's matrix
+        if normalize:
+            rows = np.repeat(np.arange(counts.shape[0]), np.diff(counts.indptr))
+            norms = np.sqrt(np.bincount(rows, counts.data ** 2, minlength=counts.shape[0]))
+            counts.data /= norms[rows]
+        return counts""", "in place"),
+})
+
+answers("vectors.counts.ppmi", correct={
+    "dense": """
+        c = cooc.toarray()
+        total = c.sum()
+        p_word = c.sum(axis=1) / total
+        n_c = c.sum(axis=0) ** alpha
+        p_context = n_c / n_c.sum()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            pmi = np.log(c / total) - np.log(np.outer(p_word, p_context))
+        return sp.csr_matrix(np.where(c > 0, np.maximum(pmi, 0.0), 0.0))""",
+    "loop_over_nonzeros": """
+        coo = cooc.tocoo()
+        word = np.asarray(coo.sum(axis=1)).ravel()
+        context = np.asarray(coo.sum(axis=0)).ravel() ** alpha
+        rows, cols, values = [], [], []
+        for w, c, n in zip(coo.row, coo.col, coo.data):
+            if n > 0:
+                pmi = math.log(n * context.sum() / (word[w] * context[c]))
+                if pmi > 0:
+                    rows.append(w); cols.append(c); values.append(pmi)
+        values, rows, cols = np.array(values, dtype=np.float64), np.array(rows, dtype=int), np.array(cols, dtype=int)
+        return sp.csr_matrix((values, (rows, cols)), shape=coo.shape)""",
+}, wrong={
+    "context_power_not_renormalized": ("""
+        c = cooc.toarray()
+        total = c.sum()
+        p_word = c.sum(axis=1) / total
+        p_context = (c.sum(axis=0) / total) ** alpha
+        with np.errstate(divide="ignore", invalid="ignore"):
+            pmi = np.log(c / total) - np.log(np.outer(p_word, p_context))
+        return sp.csr_matrix(np.where(c > 0, np.maximum(pmi, 0.0), 0.0))""", "wrong result"),
+    "words_smoothed_too": ("""
+        c = cooc.toarray()
+        total = c.sum()
+        n_w, n_c = c.sum(axis=1) ** alpha, c.sum(axis=0) ** alpha
+        with np.errstate(divide="ignore", invalid="ignore"):
+            pmi = np.log(c / total) - np.log(np.outer(n_w / n_w.sum(), n_c / n_c.sum()))
+        return sp.csr_matrix(np.where(c > 0, np.maximum(pmi, 0.0), 0.0))""", "wrong result"),
+    "negative_values_kept": ("""
+        c = cooc.toarray()
+        total = c.sum()
+        n_c = c.sum(axis=0) ** alpha
+        with np.errstate(divide="ignore", invalid="ignore"):
+            pmi = np.log(c / total) - np.log(np.outer(c.sum(axis=1) / total, n_c / n_c.sum()))
+        return sp.csr_matrix(np.where(c > 0, pmi, 0.0))""", "wrong result"),
+    "divides_the_input_in_place": ("""
+        total = cooc.sum()
+        cooc.data /= total  # cooc may share its data with the caller's matrix
+        p_word = np.asarray(cooc.sum(axis=1)).ravel()
+        n_c = np.asarray(cooc.sum(axis=0)).ravel() ** alpha
+        p_context = n_c / n_c.sum()
+        rows = np.repeat(np.arange(cooc.shape[0]), np.diff(cooc.indptr))
+        pmi = np.log(cooc.data) - np.log(p_word[rows]) - np.log(p_context[cooc.indices])
+        return sp.csr_matrix((np.maximum(pmi, 0), cooc.indices, cooc.indptr), shape=cooc.shape)""", "in place"),
+})
+
+answers("vectors.counts.cosine_similarity", correct={
+    "outer_of_norms": """
+        norms_a, norms_b = np.sqrt((a * a).sum(axis=1)), np.sqrt((b * b).sum(axis=1))
+        denominator = np.outer(norms_a, norms_b)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            sims = (a @ b.T) / denominator
+        return np.where(denominator > 0, sims, 0.0)""",
+    "loops": """
+        out = np.zeros((len(a), len(b)))
+        for i, u in enumerate(a):
+            for j, v in enumerate(b):
+                nu, nv = math.sqrt(float(u @ u)), math.sqrt(float(v @ v))
+                if nu > 0 and nv > 0:
+                    out[i, j] = float(u @ v) / (nu * nv)
+        return out""",
+    "scipy_cdist": """
+        from scipy.spatial.distance import cdist
+        with np.errstate(divide="ignore", invalid="ignore"):
+            sims = 1.0 - cdist(a, b, "cosine")
+        zero = (np.linalg.norm(a, axis=1)[:, None] == 0) | (np.linalg.norm(b, axis=1)[None, :] == 0)
+        return np.where(zero, 0.0, sims)""",
+}, wrong={
+    "no_zero_vector_guard": ("""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return (a @ b.T) / np.outer(np.linalg.norm(a, axis=1), np.linalg.norm(b, axis=1))""", "wrong result"),
+    "norms_over_columns": ("""
+        def unit(x):
+            norms = np.linalg.norm(x, axis=0, keepdims=True)
+            return x / np.where(norms == 0, 1.0, norms)
+        return unit(a) @ unit(b).T""", "wrong result"),
+    "frobenius_norms": ("""
+        denominator = np.linalg.norm(a) * np.linalg.norm(b)
+        return (a @ b.T) / (denominator if denominator > 0 else 1.0)""", "wrong result"),
+})
+
+answers("vectors.word2vec.skipgram_pairs", correct={
+    "loops": """
+        n = len(ids)
+        reach = [window] * n if rng is None else rng.integers(1, window + 1, size=n)
+        centers, contexts = [], []
+        for i in range(n):
+            for j in range(max(0, i - reach[i]), min(n, i + reach[i] + 1)):
+                if j != i:
+                    centers.append(ids[i])
+                    contexts.append(ids[j])
+        return np.array(centers, dtype=np.int64), np.array(contexts, dtype=np.int64)""",
+    "offsets_then_sort": """
+        n = len(ids)
+        reach = np.full(n, window) if rng is None else rng.integers(1, window + 1, size=n)
+        i = np.arange(n)
+        pairs = [np.zeros((0, 2), dtype=np.int64)]
+        for k in range(1, window + 1):
+            for j in (i - k, i + k):
+                keep = (j >= 0) & (j < n) & (reach >= k)
+                pairs.append(np.stack([i[keep], j[keep]], axis=1))
+        pairs = np.concatenate(pairs)
+        pairs = pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]  # by center, then by context position
+        return ids[pairs[:, 0]].astype(np.int64), ids[pairs[:, 1]].astype(np.int64)""",
+}, wrong={
+    "float_arrays_when_empty": ("""
+        n = len(ids)
+        reach = [window] * n if rng is None else rng.integers(1, window + 1, size=n)
+        pairs = [(ids[i], ids[j]) for i in range(n) for j in range(max(0, i - reach[i]), min(n, i + reach[i] + 1))
+                 if j != i]
+        return np.array([c for c, _ in pairs]), np.array([o for _, o in pairs])""", "dtype"),
+    "window_high_excluded": ("""
+        n = len(ids)
+        reach = [window] * n if rng is None else rng.integers(1, window, size=n)
+        pairs = [(ids[i], ids[j]) for i in range(n) for j in range(max(0, i - reach[i]), min(n, i + reach[i] + 1))
+                 if j != i]
+        return np.array([c for c, _ in pairs], dtype=np.int64), np.array([o for _, o in pairs], dtype=np.int64)""",
+                             None),
+    "last_context_missed": ("""
+        n = len(ids)
+        reach = [window] * n if rng is None else rng.integers(1, window + 1, size=n)
+        pairs = [(ids[i], ids[j]) for i in range(n) for j in range(max(0, i - reach[i]), min(n, i + reach[i]))
+                 if j != i]
+        return np.array([c for c, _ in pairs], dtype=np.int64), np.array([o for _, o in pairs], dtype=np.int64)""",
+                            "wrong result"),
+    "positions_not_ids": ("""
+        n = len(ids)
+        reach = [window] * n if rng is None else rng.integers(1, window + 1, size=n)
+        pairs = [(i, j) for i in range(n) for j in range(max(0, i - reach[i]), min(n, i + reach[i] + 1)) if j != i]
+        return np.array([c for c, _ in pairs], dtype=np.int64), np.array([o for _, o in pairs], dtype=np.int64)""",
+                          "wrong result"),
+})
+
+answers("vectors.word2vec.negative_samples", correct={
+    "choice": "return rng.choice(len(noise), size=shape, p=noise)",
+    "inverse_cdf": """
+        cumulative = np.cumsum(noise)
+        draws = np.searchsorted(cumulative, rng.random(shape) * cumulative[-1], side="right")
+        return np.minimum(draws, len(noise) - 1).astype(np.int64)""",
+}, wrong={
+    "uniform_ids": ("return rng.integers(0, len(noise), size=shape)", "wrong result"),
+    "smoothed_twice": ("""
+        weights = noise ** 0.75
+        return rng.choice(len(noise), size=shape, p=weights / weights.sum())""", "wrong result"),
+    "float_ids": ("return rng.choice(len(noise), size=shape, p=noise).astype(np.float64)", "dtype"),
+})
+
+_SGNS_DOTS = """
+        batch = len(center)
+        pos = np.einsum("bd,bd->b", context, center)  # (B,)
+        neg = np.einsum("bkd,bd->bk", negatives, center)  # (B, K)"""
+_SGNS_GRADS = """
+        g_pos, g_neg = (sigmoid(pos) - 1) / batch, sigmoid(neg) / batch
+        grad_center = g_pos[:, None] * context + np.einsum("bk,bkd->bd", g_neg, negatives)
+        return float(loss), grad_center, g_pos[:, None] * center, g_neg[:, :, None] * center[:, None, :]"""
+answers("vectors.word2vec.sgns_loss_and_grads", correct={
+    "scipy_log_expit": """
+        from scipy.special import expit, log_expit""" + _SGNS_DOTS + """
+        loss = -(log_expit(pos).sum() + log_expit(-neg).sum()) / batch
+        g_pos, g_neg = (expit(pos) - 1) / batch, expit(neg) / batch
+        grad_center = g_pos[:, None] * context + (g_neg[:, :, None] * negatives).sum(axis=1)
+        return float(loss), grad_center, g_pos[:, None] * center, g_neg[:, :, None] * center[:, None, :]""",
+    "loops_with_math": """
+        def softplus(x):  # log(1 + exp(x)), finite for any x
+            return max(x, 0.0) + math.log1p(math.exp(-abs(x)))
+
+        def logistic(x):
+            return 1 / (1 + math.exp(-x)) if x >= 0 else math.exp(x) / (1 + math.exp(x))
+
+        batch, k = negatives.shape[:2]
+        loss = 0.0
+        g_c, g_o, g_n = np.zeros_like(center), np.zeros_like(context), np.zeros_like(negatives)
+        for b in range(batch):
+            s = float(context[b] @ center[b])
+            loss += softplus(-s)
+            g_c[b] += (logistic(s) - 1) * context[b] / batch
+            g_o[b] = (logistic(s) - 1) * center[b] / batch
+            for j in range(k):
+                s = float(negatives[b, j] @ center[b])
+                loss += softplus(s)
+                g_c[b] += logistic(s) * negatives[b, j] / batch
+                g_n[b, j] = logistic(s) * center[b] / batch
+        return loss / batch, g_c, g_o, g_n""",
+    "softplus_by_cases": _SGNS_DOTS + """
+        def softplus(x):  # log(1 + exp(x)) = max(x, 0) + log(1 + exp(-|x|))
+            return np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))
+
+        loss = (softplus(-pos).sum() + softplus(neg).sum()) / batch""" + _SGNS_GRADS,
+}, wrong={
+    "log_of_sigmoid": (_SGNS_DOTS + """
+        with np.errstate(divide="ignore"):
+            loss = -(np.log(sigmoid(pos)).sum() + np.log(sigmoid(-neg)).sum()) / batch""" + _SGNS_GRADS,
+                       "wrong result"),
+    "naive_exp": (_SGNS_DOTS + """
+        with np.errstate(over="ignore"):
+            loss = (np.log(1 + np.exp(-pos)).sum() + np.log(1 + np.exp(neg)).sum()) / batch""" + _SGNS_GRADS,
+                  "wrong result"),
+    "summed_not_averaged": (_SGNS_DOTS + """
+        loss = np.logaddexp(0, -pos).sum() + np.logaddexp(0, neg).sum()
+        batch = 1""" + _SGNS_GRADS, "wrong result"),
+    "center_gradient_without_noise": (_SGNS_DOTS + """
+        loss = (np.logaddexp(0, -pos).sum() + np.logaddexp(0, neg).sum()) / batch
+        g_pos, g_neg = (sigmoid(pos) - 1) / batch, sigmoid(neg) / batch
+        grad_negatives = g_neg[:, :, None] * center[:, None, :]
+        return float(loss), g_pos[:, None] * context, g_pos[:, None] * center, grad_negatives""",
+                                      "wrong result"),
+})
+
+answers("vectors.gradcheck.numerical_gradient", correct={
+    "copies": """
+        grad = np.empty_like(x)
+        for index in np.ndindex(x.shape):
+            plus, minus = x.copy(), x.copy()
+            plus[index] += eps
+            minus[index] -= eps
+            grad[index] = (f(plus) - f(minus)) / (2 * eps)
+        return grad""",
+    "unit_steps": """
+        grad = np.zeros(x.size)
+        for i in range(x.size):
+            step = np.zeros(x.size)
+            step[i] = eps
+            step = step.reshape(x.shape)
+            grad[i] = (f(x + step) - f(x - step)) / (2 * eps)
+        return grad.reshape(x.shape)""",
+}, wrong={
+    "not_restored": ("""
+        grad = np.zeros_like(x)
+        for i in range(x.size):
+            x.flat[i] += eps
+            plus = f(x)
+            x.flat[i] -= 2 * eps
+            grad.flat[i] = (plus - f(x)) / (2 * eps)
+        return grad""", "in place"),
+    "divides_by_eps": ("""
+        grad = np.zeros_like(x)
+        for index in np.ndindex(x.shape):
+            plus, minus = x.copy(), x.copy()
+            plus[index] += eps
+            minus[index] -= eps
+            grad[index] = (f(plus) - f(minus)) / eps
+        return grad""", "wrong result"),
+    "forward_difference": ("""
+        grad = np.zeros_like(x)
+        base = f(x.copy())
+        for index in np.ndindex(x.shape):
+            plus = x.copy()
+            plus[index] += eps
+            grad[index] = (f(plus) - base) / eps
+        return grad""", "wrong result"),
+    "step_fixed_at_1e-6": ("""
+        grad = np.zeros_like(x)
+        for index in np.ndindex(x.shape):
+            plus, minus = x.copy(), x.copy()
+            plus[index] += 1e-6
+            minus[index] -= 1e-6
+            grad[index] = (f(plus) - f(minus)) / 2e-6
+        return grad""", "wrong result"),
+    "first_axis_only": ("""
+        grad = np.zeros_like(x)
+        for i in range(len(x)):
+            plus, minus = x.copy(), x.copy()
+            plus[i] += eps
+            minus[i] -= eps
+            grad[i] = (f(plus) - f(minus)) / (2 * eps)
+        return grad""", "wrong result"),
+})
+
+answers("vectors.alignment.procrustes", correct={
+    "scipy": """
+        from scipy.linalg import orthogonal_procrustes
+        rotation, _scale = orthogonal_procrustes(source, target)  # minimizes ||source R' - target||: R' = R^T
+        return rotation.T""",
+    "svd_of_the_transpose": """
+        u, _s, vt = np.linalg.svd(source.T @ target)
+        return (u @ vt).T""",
+    "polar_decomposition": """
+        from scipy.linalg import polar
+        return polar(target.T @ source)[0]""",
+}, wrong={
+    "transposed": ("""
+        u, _s, vt = np.linalg.svd(source.T @ target)
+        return u @ vt""", "wrong result"),
+    "singular_values_kept": ("""
+        u, s, vt = np.linalg.svd(target.T @ source)
+        return u @ np.diag(s) @ vt""", "wrong result"),
+    "least_squares": ("return np.linalg.lstsq(source, target, rcond=None)[0].T", "wrong result"),
+})
+
+answers("recurrent.elman.rnn_step", correct={
+    "einsum": 'return np.tanh(np.einsum("bi,hi->bh", x, W) + np.einsum("bk,hk->bh", h_prev, U) + b)',
+    "row_loop": """
+        out = np.empty((len(x), len(W)))
+        for i in range(len(x)):
+            out[i] = np.tanh(W @ x[i] + U @ h_prev[i] + b)
+        return out""",
+    "math_loops": """
+        out = np.zeros((len(x), len(W)))
+        for i in range(len(x)):
+            for j in range(len(W)):
+                out[i, j] = math.tanh(float(W[j] @ x[i] + U[j] @ h_prev[i] + b[j]))
+        return out""",
+}, wrong={
+    "U_not_transposed": ("return np.tanh(x @ W.T + h_prev @ U + b)", "wrong result"),
+    "bias_forgotten": ("return np.tanh(x @ W.T + h_prev @ U.T)", "wrong result"),
+    "torch_shortcut": ("""
+        import torch
+        cell = lambda *a: torch.tanh(torch.from_numpy(a[0]) @ torch.from_numpy(a[1]).T
+                                     + torch.from_numpy(a[2]) @ torch.from_numpy(a[3]).T + torch.from_numpy(a[4]))
+        return cell(x, W, h_prev, U, b).numpy()""", "calls"),
+})
+
+answers("recurrent.elman.rnn_backward", correct={
+    "accumulate_in_the_loop": """
+        dxs, dW, dU, db = np.zeros_like(xs), np.zeros_like(W), np.zeros_like(U), np.zeros(len(W))
+        dh_next = np.zeros_like(h0)
+        for t in range(steps - 1, -1, -1):
+            da = (dhs[:, t] + dh_next) * (1 - hs[:, t] ** 2)
+            h_prev = hs[:, t - 1] if t > 0 else h0
+            dW += da.T @ xs[:, t]
+            dU += da.T @ h_prev
+            db += da.sum(axis=0)
+            dxs[:, t] = da @ W
+            dh_next = da @ U
+        return dxs, dh_next, dW, dU, db""",
+    "einsum_after_the_loop": """
+        das = [None] * steps
+        dh_next = np.zeros_like(h0)
+        for t in reversed(range(steps)):
+            das[t] = (dhs[:, t] + dh_next) * (1 - hs[:, t] ** 2)
+            dh_next = das[t] @ U
+        das = np.stack(das, axis=1)  # (B, T, H)
+        h_prevs = np.concatenate([h0[:, None], hs[:, :-1]], axis=1)
+        return (np.einsum("bth,hi->bti", das, W), dh_next, np.einsum("bth,bti->hi", das, xs),
+                np.einsum("bth,btk->hk", das, h_prevs), np.einsum("bth->h", das))""",
+}, wrong={
+    "future_gradient_forgotten": ("""
+        das = dhs * (1 - hs ** 2)
+        h_prevs = np.concatenate([h0[:, None], hs[:, :-1]], axis=1)
+        return (das @ W, das[:, 0] @ U, np.einsum("bth,bti->hi", das, xs), np.einsum("bth,btk->hk", das, h_prevs),
+                das.sum(axis=(0, 1)))""", "wrong result"),
+    "dU_with_h_t": ("""
+        das = np.empty_like(hs)
+        dh_next = np.zeros_like(h0)
+        for t in reversed(range(steps)):
+            das[:, t] = (dhs[:, t] + dh_next) * (1 - hs[:, t] ** 2)
+            dh_next = das[:, t] @ U
+        return (das @ W, dh_next, np.einsum("bth,bti->hi", das, xs), np.einsum("bth,btk->hk", das, hs),
+                das.sum(axis=(0, 1)))""", "wrong result"),
+    "U_transposed_going_back": ("""
+        das = np.empty_like(hs)
+        dh_next = np.zeros_like(h0)
+        for t in reversed(range(steps)):
+            das[:, t] = (dhs[:, t] + dh_next) * (1 - hs[:, t] ** 2)
+            dh_next = das[:, t] @ U.T
+        h_prevs = np.concatenate([h0[:, None], hs[:, :-1]], axis=1)
+        return (das @ W, dh_next, np.einsum("bth,bti->hi", das, xs), np.einsum("bth,btk->hk", das, h_prevs),
+                das.sum(axis=(0, 1)))""", "wrong result"),
+    "adds_into_dhs": ("""
+        dh_next = np.zeros_like(h0)
+        for t in reversed(range(steps)):
+            dhs[:, t] += dh_next  # writes into the caller's array
+            dh_next = (dhs[:, t] * (1 - hs[:, t] ** 2)) @ U
+        das = dhs * (1 - hs ** 2)
+        h_prevs = np.concatenate([h0[:, None], hs[:, :-1]], axis=1)
+        return (das @ W, dh_next, np.einsum("bth,bti->hi", das, xs), np.einsum("bth,btk->hk", das, h_prevs),
+                das.sum(axis=(0, 1)))""", "in place"),
+})
+
+answers("recurrent.clipping.clip_gradients", correct={
+    "concatenate": """
+        total_norm = float(np.linalg.norm(np.concatenate([g.ravel() for g in grads])))
+        scale = min(1.0, max_norm / (total_norm + 1e-6))
+        return [g * scale for g in grads], total_norm""",
+    "math_loop": """
+        squares = 0.0
+        for g in grads:
+            for value in g.ravel():
+                squares += float(value) ** 2
+        total_norm = math.sqrt(squares)
+        if total_norm + 1e-6 > max_norm:
+            return [g * (max_norm / (total_norm + 1e-6)) for g in grads], total_norm
+        return [g.copy() for g in grads], total_norm""",
+}, wrong={
+    "scaled_in_place": ("""
+        total_norm = math.sqrt(sum(float(np.sum(g * g)) for g in grads))
+        scale = min(1.0, max_norm / (total_norm + 1e-6))
+        for g in grads:
+            g *= scale
+        return grads, total_norm""", "in place"),
+    "each_array_clipped_alone": ("""
+        total_norm = math.sqrt(sum(float(np.sum(g * g)) for g in grads))
+        return [g * min(1.0, max_norm / (np.linalg.norm(g) + 1e-6)) for g in grads], total_norm""", "wrong result"),
+    "epsilon_left_out": ("""
+        total_norm = math.sqrt(sum(float(np.sum(g * g)) for g in grads))
+        scale = min(1.0, max_norm / total_norm)
+        return [g * scale for g in grads], total_norm""", None),
+    "norm_after_clipping": ("""
+        total_norm = math.sqrt(sum(float(np.sum(g * g)) for g in grads))
+        clipped = [g * min(1.0, max_norm / (total_norm + 1e-6)) for g in grads]
+        return clipped, math.sqrt(sum(float(np.sum(g * g)) for g in clipped))""", "wrong result"),
+})
+
+_ROWS = "np.arange(len(targets)), targets"
+answers("recurrent.perplexity.perplexity", correct={
+    "scipy_logsumexp": f"""
+        from scipy.special import logsumexp
+        nll = logsumexp(logits, axis=1) - logits[{_ROWS}]
+        return float(np.exp(np.mean(nll)))""",
+    "math_loop": """
+        total = 0.0
+        for row, target in zip(logits.tolist(), targets.tolist()):
+            top = max(row)
+            total += top + math.log(sum(math.exp(z - top) for z in row)) - row[target]
+        try:
+            return math.exp(total / len(targets))
+        except OverflowError:  # the docstring: inf when the perplexity is beyond float64
+            return math.inf""",
+    "log_softmax": f"""
+        shifted = logits - logits.max(axis=1, keepdims=True)
+        log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+        with np.errstate(over="ignore"):
+            return float(np.exp(-log_probs[{_ROWS}].mean()))""",
+}, wrong={
+    "naive_softmax": (f"""
+        with np.errstate(all="ignore"):
+            probs = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+            return float(np.exp(-np.log(probs[{_ROWS}]).mean()))""", "wrong result"),
+    "log_of_a_softmax_that_underflows": (f"""
+        probs = np.exp(logits - logits.max(axis=1, keepdims=True))
+        probs /= probs.sum(axis=1, keepdims=True)
+        with np.errstate(all="ignore"):
+            return float(np.exp(-np.log(probs[{_ROWS}]).mean()))""", "wrong result"),
+    "mean_of_exponentials": (f"""
+        top = logits.max(axis=1)
+        nll = top + np.log(np.exp(logits - top[:, None]).sum(axis=1)) - logits[{_ROWS}]
+        with np.errstate(over="ignore"):
+            return float(np.mean(np.exp(nll)))""", "wrong result"),
+    "torch_cross_entropy": ("""
+        import torch
+        loss = torch.nn.functional.cross_entropy(torch.from_numpy(logits), torch.from_numpy(targets))
+        return float(torch.exp(loss))""", "calls"),
+})
+
+answers("recurrent.cells.lstm_cell", correct={
+    "slices": """
+        size = h.shape[1]
+        a = x @ weight_ih.T + h @ weight_hh.T + bias_ih + bias_hh
+        i, f = torch.sigmoid(a[:, :size]), torch.sigmoid(a[:, size:2 * size])
+        g, o = torch.tanh(a[:, 2 * size:3 * size]), torch.sigmoid(a[:, 3 * size:])
+        c_next = f * c + i * g
+        return o * torch.tanh(c_next), c_next""",
+    "linear_and_split": """
+        import torch.nn.functional as F
+        gates = F.linear(x, weight_ih, bias_ih) + F.linear(h, weight_hh, bias_hh)
+        i, f, g, o = gates.split(h.shape[1], dim=1)
+        c_next = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        return torch.sigmoid(o) * torch.tanh(c_next), c_next""",
+    "einsum_sigmoid_everything": """
+        a = torch.einsum("bi,gi->bg", x, weight_ih) + torch.einsum("bk,gk->bg", h, weight_hh) + bias_ih + bias_hh
+        s = torch.sigmoid(a)
+        size = h.shape[1]
+        c_next = s[:, size:2 * size] * c + s[:, :size] * torch.tanh(a[:, 2 * size:3 * size])
+        return s[:, 3 * size:] * torch.tanh(c_next), c_next""",
+}, wrong={
+    "gate_order_i_f_o_g": ("""
+        a = x @ weight_ih.T + bias_ih + h @ weight_hh.T + bias_hh
+        a_i, a_f, a_o, a_g = a.chunk(4, dim=1)
+        c_next = torch.sigmoid(a_f) * c + torch.sigmoid(a_i) * torch.tanh(a_g)
+        return torch.sigmoid(a_o) * torch.tanh(c_next), c_next""", "wrong result"),
+    "bias_hh_forgotten": ("""
+        a_i, a_f, a_g, a_o = (x @ weight_ih.T + bias_ih + h @ weight_hh.T).chunk(4, dim=1)
+        c_next = torch.sigmoid(a_f) * c + torch.sigmoid(a_i) * torch.tanh(a_g)
+        return torch.sigmoid(a_o) * torch.tanh(c_next), c_next""", "wrong result"),
+    "detour_through_numpy": ("""
+        def sig(v):
+            return 1 / (1 + np.exp(-v))
+        n = lambda t: t.detach().numpy()
+        a = n(x) @ n(weight_ih).T + n(bias_ih) + n(h) @ n(weight_hh).T + n(bias_hh)
+        a_i, a_f, a_g, a_o = np.split(a, 4, axis=1)
+        c_next = sig(a_f) * n(c) + sig(a_i) * np.tanh(a_g)
+        return torch.from_numpy(sig(a_o) * np.tanh(c_next)), torch.from_numpy(c_next)""", "gradient"),
+    "cell_state_updated_in_place": ("""
+        a_i, a_f, a_g, a_o = (x @ weight_ih.T + bias_ih + h @ weight_hh.T + bias_hh).chunk(4, dim=1)
+        c_next = c
+        c_next *= torch.sigmoid(a_f)
+        c_next += torch.sigmoid(a_i) * torch.tanh(a_g)
+        return torch.sigmoid(a_o) * torch.tanh(c_next), c_next""", "in place"),
+})
+
+answers("recurrent.cells.gru_cell", correct={
+    "slices": """
+        size = h.shape[1]
+        gi, gh = x @ weight_ih.T + bias_ih, h @ weight_hh.T + bias_hh
+        r = torch.sigmoid(gi[:, :size] + gh[:, :size])
+        z = torch.sigmoid(gi[:, size:2 * size] + gh[:, size:2 * size])
+        n = torch.tanh(gi[:, 2 * size:] + r * gh[:, 2 * size:])
+        return n + z * (h - n)""",
+    "linear_and_split": """
+        import torch.nn.functional as F
+        size = h.shape[1]
+        gi, gh = F.linear(x, weight_ih, bias_ih), F.linear(h, weight_hh, bias_hh)
+        r, z = torch.sigmoid(gi[:, :2 * size] + gh[:, :2 * size]).split(size, dim=1)
+        n = torch.tanh(gi[:, 2 * size:] + r * gh[:, 2 * size:])
+        return (1 - z) * n + z * h""",
+}, wrong={
+    "reset_before_the_bias": ("""
+        size = h.shape[1]
+        x_r, x_z, x_n = (x @ weight_ih.T + bias_ih).chunk(3, dim=1)
+        h_r, h_z, _ = (h @ weight_hh.T + bias_hh).chunk(3, dim=1)
+        r, z = torch.sigmoid(x_r + h_r), torch.sigmoid(x_z + h_z)
+        n = torch.tanh(x_n + r * (h @ weight_hh[2 * size:].T) + bias_hh[2 * size:])
+        return (1 - z) * n + z * h""", "wrong result"),
+    "update_gate_swapped": ("""
+        x_r, x_z, x_n = (x @ weight_ih.T + bias_ih).chunk(3, dim=1)
+        h_r, h_z, h_n = (h @ weight_hh.T + bias_hh).chunk(3, dim=1)
+        r, z = torch.sigmoid(x_r + h_r), torch.sigmoid(x_z + h_z)
+        n = torch.tanh(x_n + r * h_n)
+        return z * n + (1 - z) * h""", "wrong result"),
+    "gate_order_z_r_n": ("""
+        x_z, x_r, x_n = (x @ weight_ih.T + bias_ih).chunk(3, dim=1)
+        h_z, h_r, h_n = (h @ weight_hh.T + bias_hh).chunk(3, dim=1)
+        r, z = torch.sigmoid(x_r + h_r), torch.sigmoid(x_z + h_z)
+        n = torch.tanh(x_n + r * h_n)
+        return (1 - z) * n + z * h""", "wrong result"),
+    "detour_through_numpy": ("""
+        n_ = lambda t: t.detach().numpy()
+        sig = lambda v: 1 / (1 + np.exp(-v))
+        x_r, x_z, x_n = np.split(n_(x) @ n_(weight_ih).T + n_(bias_ih), 3, axis=1)
+        h_r, h_z, h_n = np.split(n_(h) @ n_(weight_hh).T + n_(bias_hh), 3, axis=1)
+        r, z = sig(x_r + h_r), sig(x_z + h_z)
+        n = np.tanh(x_n + r * h_n)
+        return torch.from_numpy((1 - z) * n + z * n_(h))""", "gradient"),
+})
+
+_FLIP_EACH = """
+        def flip_each(seq):  # each sequence reversed within its length, padding left in place
+            return torch.stack([torch.cat([seq[b, :n].flip(0), seq[b, n:]]) for b, n in enumerate(lengths.tolist())])
+"""
+answers("recurrent.layers.bidirectional", correct={
+    "flip_each_sequence": _FLIP_EACH + """
+        out_f, final_f = forward(x, lengths)
+        out_b, final_b = backward(flip_each(x), lengths)
+        return torch.cat([out_f, flip_each(out_b)], dim=-1), (final_f, final_b)""",
+    "index_tensor": """
+        batch, steps = x.shape[:2]
+        index = torch.arange(steps).repeat(batch, 1)  # (B, T)
+        for b in range(batch):
+            n = int(lengths[b])
+            index[b, :n] = torch.arange(n - 1, -1, -1)
+        rows = torch.arange(batch)[:, None]
+        out_f, final_f = forward(x, lengths)
+        out_b, final_b = backward(x[rows, index], lengths)
+        return torch.cat([out_f, out_b[rows, index]], dim=-1), (final_f, final_b)""",
+}, wrong={
+    "flips_the_padding_too": ("""
+        out_f, final_f = forward(x, lengths)
+        out_b, final_b = backward(x.flip(1), lengths)
+        return torch.cat([out_f, out_b.flip(1)], dim=-1), (final_f, final_b)""", "wrong result"),
+    "backward_outputs_left_reversed": (_FLIP_EACH + """
+        out_f, final_f = forward(x, lengths)
+        out_b, final_b = backward(flip_each(x), lengths)
+        return torch.cat([out_f, out_b], dim=-1), (final_f, final_b)""", "wrong result"),
+    "backward_first": (_FLIP_EACH + """
+        out_f, final_f = forward(x, lengths)
+        out_b, final_b = backward(flip_each(x), lengths)
+        return torch.cat([flip_each(out_b), out_f], dim=-1), (final_f, final_b)""", "wrong result"),
+    "reversed_through_numpy": ("""
+        array = x.detach().numpy().copy()
+        for b, n in enumerate(lengths.tolist()):
+            array[b, :n] = array[b, :n][::-1].copy()
+        out_f, final_f = forward(x, lengths)
+        out_b, final_b = backward(torch.from_numpy(array), lengths)
+        index = torch.arange(x.shape[1]).repeat(x.shape[0], 1)
+        for b, n in enumerate(lengths.tolist()):
+            index[b, :n] = torch.arange(n - 1, -1, -1)
+        return torch.cat([out_f, out_b[torch.arange(x.shape[0])[:, None], index]], dim=-1), (final_f, final_b)""",
+                               "gradient"),
+})
+
+_BROADCAST = "s.reshape(-1, *[1] * (layers.dim() - 1))"
+answers("recurrent.elmo.scalar_mix", correct={
+    "softmax_by_hand": f"""
+        e = torch.exp(weights - weights.max())
+        s = e / e.sum()
+        return gamma.reshape(()) * ({_BROADCAST} * layers).sum(dim=0)""",
+    "einsum_log_softmax": """
+        s = torch.log_softmax(weights, dim=0).exp()
+        return torch.einsum("l,l...->...", s, layers) * gamma.sum()""",
+    "loop_over_layers": """
+        s = torch.softmax(weights, dim=0)
+        mixed = sum(s[j] * layers[j] for j in range(len(layers)))
+        return gamma.flatten()[0] * mixed""",
+}, wrong={
+    "naive_softmax": (f"""
+        s = torch.exp(weights) / torch.exp(weights).sum()
+        return gamma.reshape(()) * ({_BROADCAST} * layers).sum(dim=0)""", "wrong result"),
+    "gamma_as_a_float": (f"""
+        s = torch.softmax(weights, dim=0)
+        return float(gamma) * ({_BROADCAST} * layers).sum(dim=0)""", "gradient"),
+    "weights_without_softmax": (f"""
+        s = weights
+        return gamma.reshape(()) * ({_BROADCAST} * layers).sum(dim=0)""", "wrong result"),
+    "detour_through_numpy": ("""
+        w = weights.detach().numpy()
+        s = np.exp(w - w.max()) / np.exp(w - w.max()).sum()
+        return gamma.reshape(()) * torch.from_numpy(np.tensordot(s, layers.detach().numpy(), axes=1))""", "gradient"),
+})
+
+
+# ---------------------------------------------------------------------------------------------
+# Machinery: the notebook-like namespace, the answers' sources, the entries of the answer keys
+# ---------------------------------------------------------------------------------------------
+
+EXERCISES = find_exercises()
+OWNERS = owners()
+
+
+@contextlib.contextmanager
+def torch_state():
+    """Leave torch's default dtype, thread count and random state as they were (the setup cells change them)."""
+    import torch
+
+    dtype, threads, rng = torch.get_default_dtype(), torch.get_num_threads(), torch.random.get_rng_state()
+    try:
+        yield torch
+    finally:
+        torch.set_default_dtype(dtype)
+        torch.set_num_threads(threads)
+        torch.random.set_rng_state(rng)
+
+
+@functools.lru_cache(maxsize=None)
+def setup_source(assignment: str) -> str:
+    nb = nbformat.read(solution_notebooks(assignment)[0], as_version=4)
+    return next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "setup")
+
+
+@functools.lru_cache(maxsize=None)
+def key_of(assignment: str) -> dict:
+    return answer_keys.load(assignment)
+
+
+def entries(key: str) -> list[dict]:
+    """The answer-key entries (visible and hidden) of exercise ``key``."""
+    return [e for e in key_of(OWNERS[key]).values() if e["key"] == key]
+
+
+def stub_head(key: str) -> str:
+    """The function as released, up to its solution: ``def`` line, docstring and argument checks."""
+    lines = EXERCISES[key].source().splitlines()
+    return "\n".join(lines[:next(i for i, line in enumerate(lines) if line.strip() == BEGIN)])
+
+
+def answer_source(key: str, body: str, prelude: str = "") -> str:
+    return prelude + stub_head(key) + "\n" + textwrap.indent(textwrap.dedent(body).strip("\n"), "    ") + "\n"
+
+
+def load_answer(key: str, source: str):
+    """Execute ``source`` as an answer cell after the setup cell, in a fresh notebook-like namespace."""
+    namespace = {"__name__": "__main__", "np": np, "math": math}
+    with torch_state():
+        exec(compile(setup_source(OWNERS[key]), "<setup>", "exec"), namespace)  # noqa: S102 - our notebook
+    exec(compile(source, f"<answer {key}>", "exec"), namespace)  # noqa: S102 - answers written in this file
+    return namespace[key.rsplit(".", 1)[1]]
+
+
+def run(key: str, fn) -> list[tuple[dict, list]]:
+    """``(entry, outcomes)`` for each entry of ``key``, run as in the notebook's kernel (float64 torch, one thread)."""
+    out = []
+    with torch_state() as torch, np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # what the answers warn about (e.g. float() of a tensor) is not judged
+        torch.set_default_dtype(torch.float64)
+        torch.set_num_threads(1)
+        for entry in entries(key):
+            out.append((entry, verdicts.outcomes_in_process(fn, entry)))
+    return out
+
+
+def _params(kind):
+    return [pytest.param(key, name, id=f"{key.rsplit('.', 1)[1]}-{name}")
+            for key, answer in ANSWERS.items() for name in answer[kind]]
+
+
+# ---------------------------------------------------------------------------------------------
+# The tests
+# ---------------------------------------------------------------------------------------------
+
+
+def test_every_exercise_has_two_correct_and_two_wrong_answers():
+    assert set(ANSWERS) == set(EXERCISES)
+    for key, answer in ANSWERS.items():
+        assert len(answer["correct"]) >= 2 and len(answer["wrong"]) >= 2, key
+        assert entries(key), f"{key} has no entry in answer_keys/{OWNERS[key]}.key: run `python3 tasks.py sync`"
+
+
+@pytest.mark.parametrize("key,name", _params("correct"))
+def test_a_correct_answer_passes_every_case(key, name):
+    answer = ANSWERS[key]["correct"][name]
+    prelude, body = answer if isinstance(answer, tuple) else ("", answer)  # prelude: the cell's imports
+    fn = load_answer(key, answer_source(key, body, prelude))
+    for entry, outcomes in run(key, fn):
+        verdict = verdicts.judge(entry, {"cases": outcomes}, secret=entry["kind"] == "hidden")
+        assert verdict.passed, f"{entry['kind']} {key}: {verdict.message}"
+
+
+@pytest.mark.parametrize("key,name", _params("wrong"))
+def test_a_wrong_answer_fails_in_several_hidden_cases(key, name):
+    body, reason = ANSWERS[key]["wrong"][name]
+    fn = load_answer(key, answer_source(key, body))
+    failed = {"visible": [], "hidden": []}
+    for entry, outcomes in run(key, fn):
+        problems = verdicts.case_problems(entry, outcomes, secret=entry["kind"] == "hidden")
+        failed[entry["kind"]] += [problem for _number, problem in problems]
+        assert verdicts.judge(entry, {"cases": outcomes}, secret=True).passed == (not problems)
+    everything = failed["visible"] + failed["hidden"]
+    assert everything, f"the bug {name!r} of {key} passes every case"
+    if reason:
+        assert any(reason in p for p in everything), f"{name}: expected a verdict about {reason!r}, got {everything}"
+    if any(e["kind"] == "hidden" for e in entries(key)):
+        assert len(failed["hidden"]) >= 2, f"the bug {name!r} of {key} fails only {failed['hidden']}"
+
+
+def test_hints_name_a_mistake_for_every_exercise():
+    assert set(hidden_cases.HINTS) == set(EXERCISES)
+    for key, hint in hidden_cases.HINTS.items():
+        assert hint.endswith(".") and hint.count(". ") == 0, f"{key}: one sentence"
+        assert all(entry["hint"] == hint for entry in entries(key)), f"{key}: run `python3 tasks.py sync`"
+
+
+def test_stability_cases_really_overflow_float64():
+    """Where a docstring promises stability, hidden cases have scores where a naive exp overflows
+    (``exp(x) = inf`` for ``x > 709.78``) or underflows to 0 (``x < -745.1``), in at least two cases,
+    while no perplexity case needs an overflowing final exp (its result is finite)."""
+    def extreme(values):
+        return bool(np.max(np.abs(values)) > 745.2)
+
+    def dots(case):
+        center, context, negatives = case["args"]
+        return np.concatenate([np.sum(center * context, axis=1), np.einsum("bkd,bd->bk", negatives, center).ravel()])
+
+    checks = {"recurrent.elmo.scalar_mix": lambda case: case["args"][1],
+              "recurrent.perplexity.perplexity": lambda case: case["args"][0],
+              "vectors.word2vec.sgns_loss_and_grads": dots}
+    for key, values in checks.items():
+        hidden = next(e for e in entries(key) if e["kind"] == "hidden")
+        assert sum(extreme(values(case)) for case in hidden["cases"]) >= 2, key
+    perplexity = next(e for e in entries("recurrent.perplexity.perplexity") if e["kind"] == "hidden")
+    assert all(np.isfinite(case["expected"]["value"]) for case in perplexity["cases"])
+
+
+_OWN_HELPER = '''
+def cross_entropy(logits, targets):
+    """The student's own helper: the mean of -log p(target), with numpy."""
+    top = logits.max(axis=1, keepdims=True)
+    log_probs = logits - top - np.log(np.exp(logits - top).sum(axis=1, keepdims=True))
+    return -log_probs[np.arange(len(targets)), targets].mean()
+
+
+'''
+_TORCH_HELPER = '''
+def mean_loss(logits, targets):
+    import torch
+    return torch.nn.functional.cross_entropy(torch.from_numpy(logits), torch.from_numpy(targets)).item()
+
+
+'''
+
+
+def _perplexity_answer(prelude, call):
+    key = "recurrent.perplexity.perplexity"
+    body = f"""
+        with np.errstate(over="ignore"):
+            return float(np.exp({call}(logits, targets)))"""
+    return load_answer(key, answer_source(key, body, prelude))
+
+
+def _perplexity_verdicts(prelude, call):
+    fn = _perplexity_answer(prelude, call)
+    return [(entry, verdicts.judge(entry, {"cases": outcomes}, secret=entry["kind"] == "hidden"), outcomes)
+            for entry, outcomes in run("recurrent.perplexity.perplexity", fn)]
+
+
+def test_own_helper_named_like_a_forbidden_function_passes():
+    """The shortcut check judges what the code calls: a helper of the student's own named
+    ``cross_entropy`` (numpy only) is no library call, although the name is forbidden; the
+    notebook's ``assert_own_code`` agrees."""
+    from course_lib.testing import assert_own_code
+
+    results = _perplexity_verdicts(_OWN_HELPER, "cross_entropy")
+    assert all("cross_entropy" in entry["forbidden"] for entry, _v, _o in results)
+    for entry, verdict, _outcomes in results:
+        assert verdict.passed, f"{entry['kind']}: {verdict.message}"
+    assert_own_code(_perplexity_answer(_OWN_HELPER, "cross_entropy"), results[0][0]["forbidden"], "perplexity")
+
+
+def test_a_forbidden_library_call_hidden_in_a_helper_fails():
+    """``torch.nn.functional.cross_entropy`` called from a helper with an innocent name is still caught."""
+    from course_lib.testing import assert_own_code
+
+    results = _perplexity_verdicts(_TORCH_HELPER, "mean_loss")
+    for entry, verdict, outcomes in results:
+        assert not verdict.passed and "calls torch" in verdict.message, verdict.message
+        assert all(any(c.startswith("torch.nn.functional.cross_entropy") for c in o["calls"]) for o in outcomes)
+    with pytest.raises(AssertionError, match="torch"):
+        assert_own_code(_perplexity_answer(_TORCH_HELPER, "mean_loss"), results[0][0]["forbidden"], "perplexity")
+
+
+def test_a_first_import_inside_the_function_is_no_error():
+    """In the sandbox a student's function first runs inside the probe, so an import in its body runs
+    under the profile hook. Checked in a fresh interpreter, where sklearn is not imported yet."""
+    code = textwrap.dedent("""
+        import numpy as np
+        from course_tools.probe import run_case
+
+        def tfidf(counts):
+            from sklearn.feature_extraction.text import TfidfTransformer
+            return TfidfTransformer().fit_transform(counts)
+
+        outcome = run_case(tfidf, {"args": (np.eye(3),), "kwargs": {}}, record_calls=True)
+        assert "error" not in outcome, outcome["error"]
+    """)
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-500:]
