@@ -32,9 +32,15 @@ from pathlib import Path
 import cloudpickle
 import nbformat
 from nbgrader.preprocessors import NbGraderPreprocessor
+from traitlets import Float
 
 from . import ROOT, answer_keys, sandbox, staging, verdicts
 from .edition import edition_number, write_edition
+from .sandbox_runner import MAX_NOTEBOOK, _trim
+
+MAX_RUN_BYTES = 50 * 2 ** 20
+"""The largest executed notebook read back from a sandbox; a larger one counts as not run."""
+MAX_NOTES = 20
 
 PREAMBLE = '''\
 import probe as __course_probe__
@@ -175,11 +181,15 @@ def _merge(nb, job: Path, origin, result: sandbox.RunResult, limits: sandbox.Lim
     release's experiment cells (which fail whenever an answer does) nor for answers left
     as the stub (their tests say "not implemented")."""
     notes = []
-    try:
-        ran = nbformat.read(job / "out" / "notebook.ipynb", as_version=4)
-    except Exception:  # noqa: BLE001 - missing or broken: nothing ran that we can show
+    path = job / "out" / "notebook.ipynb"
+    try:  # written in the sandbox, so as untrusted as the rest: bounded, trimmed, checked
+        if path.stat().st_size > MAX_RUN_BYTES:
+            raise ValueError("too large")
+        ran = nbformat.read(path, as_version=4)
+    except Exception:  # noqa: BLE001 - missing, broken or too large: nothing ran that we can show
         ran = None
     status = ran.metadata.get("grading_run", {}) if ran is not None else {}
+    budget = [MAX_NOTEBOOK]
     if result.timed_out:
         notes.append(f"the notebook was stopped after {limits.notebook_seconds:.0f} s: later cells did not run")
     stopped = status.get("stopped") if isinstance(status, dict) else None
@@ -191,8 +201,15 @@ def _merge(nb, job: Path, origin, result: sandbox.RunResult, limits: sandbox.Lim
             continue
         target = nb.cells[index]
         if not target.metadata.get("nbgrader", {}).get("grade"):
-            target.outputs = cell.get("outputs", [])
-            target.execution_count = cell.get("execution_count")
+            outputs = cell.get("outputs", [])
+            cell["outputs"] = [o for o in outputs if isinstance(o, dict)] if isinstance(outputs, list) else []
+            try:
+                _trim(cell, budget)
+                target.outputs = [nbformat.from_dict(o) for o in cell["outputs"]]
+            except Exception:  # noqa: BLE001 - outputs of a shape nbformat does not know: dropped
+                target.outputs = []
+            count = cell.get("execution_count")
+            target.execution_count = count if isinstance(count, int) else None
         errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"
                   and o.get("ename") != "NotImplementedError"]
         if errors and not target.metadata.get("nbgrader", {}).get("grade") \
@@ -201,13 +218,14 @@ def _merge(nb, job: Path, origin, result: sandbox.RunResult, limits: sandbox.Lim
             notes.append(f"{label} raised {str(errors[0].get('ename'))[:40]}: {str(errors[0].get('evalue'))[:120]}")
         if isinstance(stopped, dict) and stopped.get("cell") == position:
             label = target.metadata.get("nbgrader", {}).get("grade_id") or f"cell {index + 1}"
-            notes.append(f"{stopped.get('why', 'the run stopped')} in {label}: later cells did not run")
-    for position in (status.get("timeouts", []) if isinstance(status, dict) else []):
-        if isinstance(position, int) and 0 <= position < len(origin) and origin[position] is not None:
+            notes.append(f"{str(stopped.get('why', 'the run stopped'))[:200]} in {label}: later cells did not run")
+    timeouts = status.get("timeouts", []) if isinstance(status, dict) else []
+    for position in sorted({p for p in timeouts if isinstance(p, int)} if isinstance(timeouts, list) else set()):
+        if 0 <= position < len(origin) and origin[position] is not None:
             notes.append(f"cell {origin[position] + 1} was stopped after {limits.cell_seconds:.0f} s")
     if ran is None:
         notes.append("the notebook could not be run" + (f" ({result.stderr.strip()[-200:]})" if result.stderr.strip() else ""))
-    return notes
+    return [n[:300] for n in notes[:MAX_NOTES]] + ([f"... and {len(notes) - MAX_NOTES} more"] if len(notes) > MAX_NOTES else [])
 
 
 def _apply_verdicts(nb, key: dict, results_dir: Path | None) -> None:
@@ -221,7 +239,14 @@ def _apply_verdicts(nb, key: dict, results_dir: Path | None) -> None:
 
 
 class SandboxedExecute(NbGraderPreprocessor):
-    """nbgrader's execute step for the course: sandboxed run, verdicts decided by the grader."""
+    """nbgrader's execute step for the course: sandboxed run, verdicts decided by the grader.
+
+    Its time limits can be set in ``nbgrader_config.py``, e.g. ``c.SandboxedExecute.cell_seconds = 60``.
+    """
+
+    cell_seconds = Float(sandbox.Limits.cell_seconds, help="wall-clock seconds one cell may run").tag(config=True)
+    notebook_seconds = Float(sandbox.Limits.notebook_seconds,
+                             help="wall-clock seconds a whole notebook may run").tag(config=True)
 
     def preprocess(self, nb, resources):
         info = resources.get("nbgrader", {})
@@ -230,7 +255,8 @@ class SandboxedExecute(NbGraderPreprocessor):
         experiments = os.environ.get("COURSE_GRADE_EXPERIMENTS", "1") != "0"
         sandboxed = os.environ.get("COURSE_GRADE_UNSANDBOXED") != "1"
         try:
-            notes = grade_notebook(nb, assignment, student, course, experiments, sandboxed)
+            limits = sandbox.Limits(cell_seconds=self.cell_seconds, notebook_seconds=self.notebook_seconds)
+            notes = grade_notebook(nb, assignment, student, course, experiments, sandboxed, limits)
         except Exception as error:  # noqa: BLE001 - one notebook's trouble must not stop the batch
             self.log.exception("grading %s of %s failed", assignment, student)
             notes = [f"the grader failed on this notebook ({type(error).__name__}: {str(error)[:200]}); "

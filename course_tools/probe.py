@@ -20,6 +20,7 @@ import copy
 import json
 import pickle
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +28,8 @@ import numpy as np
 LIBRARIES = ("torch", "numpy", "scipy", "sklearn", "jax", "tensorflow", "autograd", "gensim", "pandas", "math")
 """Modules whose functions a call reaching them is recorded (the grader judges shortcuts from these)."""
 MAX_CALLS = 400
+ESCAPES = {"setprofile", "settrace", "start_new_thread", "start_joinable_thread", "fork", "_exit"}
+"""Calls that would take the rest of the call out of the recording; the grader refuses them."""
 MAX_BYTES = 8_000_000
 """The largest array data one probe writes; a larger result is reported as too large."""
 
@@ -119,6 +122,10 @@ class _Calls:
 
     def __call__(self, frame, event, arg):
         try:
+            if frame.f_code.co_filename == __file__:
+                return  # the probe's own calls (switching the recording off at the end)
+            if event == "c_call" and getattr(arg, "__name__", "") in ESCAPES:
+                self.names.append(f"course_probe.{arg.__name__}")  # switching the recording off is refused
             if event == "call":
                 self._add(frame.f_globals.get("__name__", ""), frame.f_code.co_name)
             elif event == "c_call":
@@ -156,12 +163,14 @@ def run_case(fn, case: dict, record_calls: bool = False) -> dict:
     previous = sys.getprofile()
     try:
         if record_calls:
+            threading.setprofile(calls)  # threads started during the call are recorded too
             sys.setprofile(calls)
         try:
             value = fn(*args, **kwargs)
         finally:
             if record_calls:
                 sys.setprofile(previous)
+                threading.setprofile(None)
     except BaseException as error:  # noqa: BLE001 - the student's code may raise anything, SystemExit included
         if isinstance(error, KeyboardInterrupt):
             raise

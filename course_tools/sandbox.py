@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 NOBODY = 65534
+TMP_BYTES = 256 * 2 ** 20
+"""The size of the sandbox's /tmp (a tmpfs, so it is memory)."""
 
 
 @dataclass
@@ -127,7 +129,8 @@ def _prefix(limits: Limits, binds: list[tuple[Path, str, bool]], job: Path | Non
     """The command that starts a program in the sandbox, given ``(source, target, writable)`` binds."""
     bwrap = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
              "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc",
-             "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run"]
+             "--proc", "/proc", "--dev", "/dev", "--size", str(TMP_BYTES), "--tmpfs", "/tmp",
+             "--size", str(2 ** 20), "--tmpfs", "/run"]
     for name in ("bin", "lib", "lib64", "sbin"):
         path = Path("/") / name
         if path.is_symlink():
@@ -173,8 +176,14 @@ def run_notebook(job: Path, edition: Path, limits: Limits, sandboxed: bool = Tru
     if sandboxed:
         binds = _staged_binds(job, edition)
         command = _prefix(limits, [], job) + _bind_args(binds) + ["--setenv", "PYTHONPATH", "/grading/edition:/grading/in"] + runner
+        stage = None
         if os.geteuid() == 0:  # bind private folders (/root/...) through a private mount namespace
-            command = _through_private_mounts(command, binds)
+            command, stage = _through_private_mounts(command, binds)
+        try:
+            return _run(command, limits, cwd=job / "work")
+        finally:
+            if stage is not None:  # its mounts lived only in the sandbox's private namespace
+                shutil.rmtree(stage, ignore_errors=True)
     else:
         command = ["env", f"PYTHONPATH={edition}:{job / 'in'}", "MPLBACKEND=Agg", "TQDM_DISABLE=1",
                                      sys.executable, str(job / "in" / "sandbox_runner.py"), str(job / "in" / "notebook.ipynb"),
@@ -189,7 +198,7 @@ def _bind_args(binds) -> list[str]:
     return out
 
 
-def _through_private_mounts(command: list[str], binds) -> list[str]:
+def _through_private_mounts(command: list[str], binds) -> tuple[list[str], Path]:
     """Run ``command`` in a private mount namespace where each bound folder is first bind-mounted
     at a path ``nobody`` can reach, and bwrap binds it from there."""
     stage = Path(tempfile.mkdtemp(prefix="course-sandbox-"))
@@ -203,7 +212,7 @@ def _through_private_mounts(command: list[str], binds) -> list[str]:
     rewritten = [mapping.get(part, part) if i and command[i - 1] in ("--bind", "--ro-bind") else part
                  for i, part in enumerate(command)]
     script.append("exec " + " ".join(shlex.quote(p) for p in rewritten))
-    return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", "\n".join(script)]
+    return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", "\n".join(script)], stage
 
 
 def _run(command: list[str], limits: Limits, cwd: Path) -> RunResult:

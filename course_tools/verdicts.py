@@ -185,9 +185,14 @@ def _values(actual, expected, rtol, atol, secret, what) -> str | None:
 
 
 def forbidden_calls(calls, forbidden) -> list[str]:
-    """The recorded library calls of which any dotted part is a forbidden name (``torch``, ``lstm_cell``)."""
+    """The recorded library calls of which any dotted part is a forbidden name (``torch``, ``lstm_cell``).
+
+    Where names are forbidden, a call that switches the recording off (``sys.setprofile``, a new
+    thread: ``course_probe.*``) counts as forbidden too: what it would hide cannot be judged."""
     forbidden = set(forbidden)
-    return [c for c in calls if isinstance(c, str) and forbidden & set(c.split("."))]
+    if not forbidden:
+        return []
+    return [c for c in calls if isinstance(c, str) and (forbidden & set(c.split(".")) or c.startswith("course_probe."))]
 
 
 def judge(entry: dict, results: dict | None, secret: bool) -> Verdict:

@@ -329,6 +329,7 @@ def reads_secrets(ctx):
             "course answer key": f"{COURSE}/answer_keys/ps01_counts.key",
             "classmate's notebook": f"{COURSE}/submitted/full_a/ps01_counts/ps01_counts.ipynb",
             "reference counts.py": f"{REPO}/course_lib/vectors/counts.py",
+            "course's copy of counts.py": f"{COURSE}/course_lib/vectors/counts.py",
             "repository solution": f"{REPO}/solutions/ps01_counts/ps01_counts.ipynb",
             "repository answer key": f"{REPO}/answer_keys/ps01_counts.key",
             "relative answer key": "../../../../answer_keys/ps01_counts.key",
@@ -342,7 +343,7 @@ def reads_secrets(ctx):
                 print(f"{label}: not readable ({type(error).__name__})")
                 continue
             print(f"{label}: READABLE ({len(data)} bytes)")
-            if label == "reference counts.py":
+            if label.endswith("counts.py"):
                 exec(compile(data, path, "exec"), SOLUTION)
             if label.endswith("solution"):
                 import json
@@ -394,7 +395,11 @@ def reads_secrets(ctx):
 
 @case("vandal", FULL)
 def vandal(ctx):
-    """correct answers, then writes and deletes across the course, the repository and the venv"""
+    """correct answers, then writes and deletes across the course (and its copy of course_lib) and the venv
+
+    Only the scratch course is a target of deletion, never the repository: were the sandbox
+    ever to fail open, this submission must not destroy the working tree running the test.
+    """
     body = """\
         import os
         import shutil
@@ -420,8 +425,8 @@ def vandal(ctx):
             "delete exercises/": lambda: shutil.rmtree(f"{COURSE}/exercises"),
             "delete answer_keys/": lambda: shutil.rmtree(f"{COURSE}/answer_keys"),
             "edit nbgrader_config.py": lambda: open(f"{COURSE}/nbgrader_config.py", "a").write("\\n"),
-            "delete the repository's course_lib/": lambda: shutil.rmtree(f"{REPO}/course_lib"),
-            "write into site-packages": lambda: open(f"{SITE}/redteam_{TOKEN}.pth", "w").write("import os\\n"),
+            "delete course_lib/": lambda: shutil.rmtree(f"{COURSE}/course_lib"),
+            "write into site-packages": lambda: open(f"{SITE}/redteam_{TOKEN}.pth", "w").write("# red team\\n"),
             "edit the venv's python": lambda: open(sys.executable, "ab").write(b""),
             "edit the student edition": lambda: open("/grading/edition/course_lib/__init__.py", "a").write("#"),
             "edit the probe": lambda: open("/grading/in/probe.py", "a").write("#"),
@@ -494,7 +499,9 @@ def dup_test_cell(ctx):
     """test cells duplicated (copy-paste, same metadata)"""
     nb = answered(ctx)
     for grade_id in ("test_one_hot", "hidden_tfidf"):
-        nb.cells.insert(index(nb, grade_id) + 1, nbformat.from_dict(json.loads(json.dumps(cell(nb, grade_id)))))
+        copy = nbformat.from_dict(json.loads(json.dumps(cell(nb, grade_id))))
+        copy.id = f"{copy.id}-copy"  # the duplicate's own id, as Jupyter gives a pasted cell
+        nb.cells.insert(index(nb, grade_id) + 1, copy)
     submit(ctx, "dup_test_cell", nb)
 
 
@@ -687,7 +694,7 @@ def dup_answer_cell(ctx):
     """the one_hot answer cell duplicated: the stub first, the real answer in the copy below"""
     nb = release(ctx)
     copy = nbformat.from_dict(json.loads(json.dumps(cell(nb, "one_hot"))))
-    copy.source = ctx.answers["one_hot"]
+    copy.source, copy.id = ctx.answers["one_hot"], f"{copy.id}-copy"
     nb.cells.insert(index(nb, "one_hot") + 1, copy)
     for grade_id in FUNCTIONS[1:]:
         cell(nb, grade_id).source = ctx.answers[grade_id]
@@ -730,9 +737,7 @@ def timestamp_link(ctx):
     os.symlink("/etc/shadow", path.parent / "timestamp.txt")
 
 
-@case("forged_run_output", FULL, bug="grading._merge trusts the runner's output notebook: a kernel that rewrites "
-      "/grading/out/notebook.ipynb and kills the runner gets a ~1 MB note into the report (and ~77 MB of outputs into "
-      "the autograded notebook, see test_forged_runner_output_is_limited_outside_the_sandbox)")
+@case("forged_run_output", FULL)
 def forged_run_output(ctx):
     """correct answers; the last cell forges the runner's output notebook (huge outputs, notes) and kills the runner"""
     body = """\

@@ -1,15 +1,16 @@
 """Red team: hostile, broken and accidental ps01 submissions, graded in one batch with real nbgrader and the real sandbox.
 
 One scratch course (as in ``tests/test_grading.py``) receives the corpus of
-``tests/redteam_submissions.py``, about fifty students, and is graded twice with
+``tests/redteam_submissions.py``, about fifty students, and is graded once with
 ``python -m course_tools grade ps01_counts --no-experiments``. The tests then check,
 from that one batch: every student's score (exactly what their real work earns) and
 the words of the grader's note; that the batch did not crash; that nothing outside
-the grader's own folders changed (a snapshot of the course, the student edition, the
-venv's site-packages); that no process outlived grading; that the TCP listener the
+the grader's own folders changed (a snapshot of the course, which holds a copy of
+course_lib for the vandal to delete: the repository itself is never a target; the
+student edition; the venv's site-packages); that no process outlived grading; that the TCP listener the
 test runs on 127.0.0.1 received nothing; what the hostile cells printed about what
-they could reach; that the autograded notebooks stay small; and that grading the
-batch a second time gives the same gradebook.
+they could reach; and that the autograded notebooks stay small. (That grading a
+batch twice gives the same gradebook is checked in ``tests/test_grading.py``.)
 
 The scratch course's ``nbgrader_config.py`` shortens the sandbox's time limits
 (:data:`CELL_SECONDS`, :data:`NOTEBOOK_SECONDS`) so that the sleeping and looping
@@ -46,11 +47,8 @@ NOTEBOOK_SECONDS = 30
 SHORT_LIMITS = f"""
 
 # Red-team test only: short sandbox time limits, so that sleeping and looping submissions cost seconds.
-import dataclasses as _dataclasses
-from course_tools import sandbox as _sandbox
-_defaults = {{f.name: f.default for f in _dataclasses.fields(_sandbox.Limits)}}
-_defaults.update(cell_seconds={CELL_SECONDS}.0, notebook_seconds={NOTEBOOK_SECONDS}.0)
-_sandbox.Limits.__init__.__defaults__ = tuple(_defaults[f.name] for f in _dataclasses.fields(_sandbox.Limits))
+c.SandboxedExecute.cell_seconds = {CELL_SECONDS}
+c.SandboxedExecute.notebook_seconds = {NOTEBOOK_SECONDS}
 """
 EXCLUDED = {"_grading", "autograded", "feedback", "gradebook.db", ".nbgrader.log"}
 """What grading may write in the course folder; everything else must stay as it was."""
@@ -104,10 +102,12 @@ class Listener:
 
 def snapshot(top: Path, excluded: set[str] = frozenset()) -> dict:
     """``relative path -> (kind, mode, size, sha256 | link target)`` of everything under ``top``,
-    without following links or opening anything but regular files; ``excluded`` top-level names skipped."""
+    without following links or opening anything but regular files; ``excluded`` top-level names and
+    Python's ``__pycache__`` folders skipped."""
     out = {}
     for folder, dirs, files in os.walk(top):
         here = Path(folder)
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
         if here == top:
             dirs[:] = [d for d in dirs if d not in excluded]
             files = [f for f in files if f not in excluded]
@@ -180,7 +180,6 @@ class Batch:
     before: dict
     editions_before: dict
     first: Grading
-    second: Grading
     listener: list
     build_seconds: float
     new_tmp_folders: set
@@ -218,14 +217,26 @@ def _leftovers(course: Path, token: str, nobody_before: set[int]) -> list:
         time.sleep(0.5)
 
 
+def _clean_up(ctx: rt.Ctx) -> None:
+    """Undo what a submission could do only if the sandbox failed open (the tests then fail, saying what)."""
+    for pid, _uid, command in processes():
+        if f"redteam-daemon-{ctx.token}" in command:
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
+    if ctx.sentinel.exists():
+        ctx.sentinel.rename(ctx.sentinel.with_suffix(".found"))  # kept as evidence, no longer a .pth
+
+
 @pytest.fixture(scope="module")
 def batch(tmp_path_factory, root):
     course = tmp_path_factory.mktemp("redteam")
     shutil.copy(root / "nbgrader_config.py", course)
     with open(course / "nbgrader_config.py", "a", encoding="utf-8") as f:
         f.write(SHORT_LIMITS)
-    for name in ("solutions", "exercises", "answer_keys"):
-        shutil.copytree(root / name, course / name)
+    for name in ("solutions", "exercises", "answer_keys", "course_lib"):  # course_lib: a decoy for the vandal
+        shutil.copytree(root / name, course / name, ignore=shutil.ignore_patterns("__pycache__"))
     run(["-m", "nbgrader", "generate_assignment", rt.ASSIGNMENT, "--force"], cwd=course)
     solution = nbformat.read(root / "solutions" / rt.ASSIGNMENT / rt.NOTEBOOK, as_version=4)
     answers = {c.metadata["nbgrader"]["grade_id"]: c.source for c in solution.cells
@@ -250,13 +261,12 @@ def batch(tmp_path_factory, root):
 
     try:
         first = grade()
-        second = grade()
     finally:
         listener.close()
-    print(f"\nred team: {len(rt.CASES)} submissions written in {build_seconds:.1f} s, graded in "
-          f"{first.seconds:.0f} s, then again in {second.seconds:.0f} s")
+        _clean_up(ctx)
+    print(f"\nred team: {len(rt.CASES)} submissions written in {build_seconds:.1f} s, graded in {first.seconds:.0f} s")
     new_tmp_folders = set(Path("/tmp").glob("course-sandbox-*")) - tmp_before
-    return Batch(course, ctx, before, editions_before, first, second, listener.received, build_seconds, new_tmp_folders)
+    return Batch(course, ctx, before, editions_before, first, listener.received, build_seconds, new_tmp_folders)
 
 
 def _param(c: rt.Case):
@@ -283,7 +293,7 @@ def test_each_submission_gets_what_its_work_earns(batch, case):
 
 
 def test_the_batch_does_not_crash_and_reports_everyone(batch):
-    for grading in (batch.first, batch.second):
+    for grading in (batch.first,):
         assert grading.returncode in (0, 1), grading.stdout + grading.stderr
         assert "Traceback" not in grading.stdout + grading.stderr, grading.stdout + grading.stderr
         assert sorted(grading.lines) == sorted(c.student for c in rt.CASES), grading.stdout
@@ -293,26 +303,19 @@ def test_the_batch_does_not_crash_and_reports_everyone(batch):
     assert "Traceback" not in log, log[log.index("Traceback") - 2000:log.index("Traceback") + 3000]
 
 
-def test_regrading_gives_the_same_gradebook(batch):
-    assert batch.second.gradebook == batch.first.gradebook
-    timed = {"sleepers"}  # which sleeping cell the notebook's time limit stops depends on the machine's load
-    assert {s: l for s, l in batch.second.lines.items() if s not in timed} == \
-        {s: l for s, l in batch.first.lines.items() if s not in timed}
-
-
 def test_nothing_outside_the_graders_folders_changed(batch):
-    for grading in (batch.first, batch.second):
+    for grading in (batch.first,):
         changed = sorted(k for k in set(batch.before) | set(grading.snapshot)
                          if batch.before.get(k) != grading.snapshot.get(k))
         assert not changed, changed[:20]
-    for earlier, later in ((batch.editions_before, batch.first.editions), (batch.editions_before, batch.second.editions),
-                           (batch.first.editions, batch.second.editions)):
+    for earlier, later in ((batch.editions_before, batch.first.editions),):
         for name in set(earlier) & set(later):  # editions are named by their content: one never changes
             assert earlier[name] == later[name], f"the student edition {name} changed"
 
 
 def test_site_packages_unchanged(batch):
-    assert not batch.ctx.sentinel.exists(), f"a submission wrote {batch.ctx.sentinel}"
+    found = batch.ctx.sentinel.with_suffix(".found")
+    assert not batch.ctx.sentinel.exists() and not found.exists(), f"a submission wrote {batch.ctx.sentinel}"
     assert "write into site-packages: failed" in batch.outputs("vandal")
 
 
@@ -325,7 +328,7 @@ def test_the_vandal_could_change_nothing(batch):
 
 def test_no_process_outlives_grading(batch):
     assert "daemon started" in batch.outputs("daemon")
-    for grading in (batch.first, batch.second):
+    for grading in (batch.first,):
         assert not grading.leftovers, grading.leftovers
 
 
@@ -339,7 +342,7 @@ def test_no_network(batch):
 def test_the_kernel_cannot_read_the_answers(batch):
     text = batch.outputs("reads_secrets")
     for label in ("course solution", "course gradebook", "course answer key", "classmate's notebook",
-                  "reference counts.py", "repository solution", "repository answer key", "relative answer key",
+                  "reference counts.py", "course's copy of counts.py", "repository solution", "repository answer key", "relative answer key",
                   "reference module"):
         assert f"{label}: not readable" in text, f"{label}:\n{text[:3000]}"
     assert "READABLE" not in text
@@ -360,15 +363,10 @@ def test_autograded_notebooks_stay_small(batch):
     assert not large, large
 
 
-@pytest.mark.xfail(strict=True, reason="grading._merge copies the sandbox's output notebook without limits: a "
-                                       "kernel that rewrites /grading/out/notebook.ipynb and kills the runner "
-                                       "puts tens of MB in the autograded notebook (see the red-team report)")
 def test_forged_runner_output_is_limited_outside_the_sandbox(batch):
     assert batch.autograded("forged_run_output").stat().st_size < MAX_NOTEBOOK_BYTES
 
 
-@pytest.mark.xfail(strict=True, reason="sandbox._through_private_mounts makes /tmp/course-sandbox-*/0..5 for every "
-                                       "run and never removes them (see the red-team report)")
 def test_the_sandbox_leaves_no_folders_in_tmp(batch):
     if os.geteuid() != 0:
         pytest.skip("the private mount points are made only when grading as root")
@@ -382,11 +380,6 @@ def test_written_answers_reach_the_instructor(batch):
         nb = nbformat.read(batch.autograded(student), as_version=4)
         written = rt.cell(nb, rt.WRITTEN)
         assert written.cell_type == "markdown" and "YOUR ANSWER HERE" not in written.source, written
-
-
-def test_timing(batch):
-    """Grading ~50 submissions (~40 of them executed) must stay a few minutes on 2 cores."""
-    assert batch.first.seconds < 420 and batch.second.seconds < 420, (batch.first.seconds, batch.second.seconds)
 
 
 # --- without the sandbox: the probe's record of library calls, which later assignments' forbidden lists rely on
@@ -417,8 +410,6 @@ def test_the_probe_records_a_forbidden_call():
     assert verdicts.forbidden_calls(outcome["calls"], ["norm"])
 
 
-@pytest.mark.xfail(strict=True, reason="probe.run_case records library calls with sys.setprofile, which the "
-                                       "student's function can switch off or avoid with a thread (see the report)")
 @pytest.mark.parametrize("fn", [_sneaky_norm, _threaded_norm], ids=["setprofile_off", "thread"])
 def test_a_forbidden_call_cannot_be_hidden_from_the_probe(fn):
     from course_tools import probe, verdicts
