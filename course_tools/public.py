@@ -45,7 +45,7 @@ MARKER = ".course-public"  # marks a folder this command wrote, so that it may r
 FORBIDDEN_DIRS = {"solutions", "course_lib", "course_tools", "tests", "benchmarks", "source", "submitted",
                   "autograded", "feedback", "release", "answer_keys", "_grading"}
 FORBIDDEN_FILES = {"nbgrader_config.py", "tasks.py", "pyproject.toml", "gradebook.db", "CONTRIBUTING.md"}
-INSTRUCTOR_ONLY = {"nbgrader", "pytest"}  # pinned in requirements.txt, not needed by students
+INSTRUCTOR_ONLY = {"nbgrader", "pytest", "cloudpickle"}  # pinned in requirements.txt, not needed by students
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 
