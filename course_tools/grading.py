@@ -142,29 +142,24 @@ def grade_notebook(nb, assignment: str, student: str, course: Path, experiments:
     record = staging.load_record(grading_dir(course, assignment) / "records" / f"{student}.json")
     notes = list(record.notes) if record else []
     if record and record.refused:
-        results_dir = None
         notes.insert(0, f"not graded: {record.refused}")
-    else:
-        release = course / "exercises" / assignment
-        canonical = set()
-        for path in release.glob("*.ipynb"):
-            canonical |= experiment_sources(nbformat.read(path, as_version=4))
-        skip = set() if experiments else canonical
-        job = Path(tempfile.mkdtemp(prefix=f"{student}-", dir=_jobs(course, assignment)))
-        try:
-            run_nb, origin = grading_notebook(nb, key, job, skip, sandboxed)
-            nbformat.write(run_nb, job / "in" / "notebook.ipynb")
-            for name in ("probe.py", "sandbox_runner.py"):
-                shutil.copy(Path(__file__).with_name(name), job / "in" / name)
-            result = sandbox.run_notebook(job, edition_dir(assignment), limits, sandboxed)
-            nb.metadata["grading_seconds"] = round(result.seconds, 2)
-            notes += _merge(nb, job, origin, result, limits, canonical)
-            results_dir = job / "out"
-            _apply_verdicts(nb, key, results_dir)
-        finally:
-            shutil.rmtree(job, ignore_errors=True)
+        _apply_verdicts(nb, key, None)  # every test fails, with the reason in the notes
         return notes
-    _apply_verdicts(nb, key, results_dir)
+    canonical = set()
+    for path in (course / "exercises" / assignment).glob("*.ipynb"):
+        canonical |= experiment_sources(nbformat.read(path, as_version=4))
+    job = Path(tempfile.mkdtemp(prefix=f"{student}-", dir=_jobs(course, assignment)))
+    try:
+        run_nb, origin = grading_notebook(nb, key, job, set() if experiments else canonical, sandboxed)
+        nbformat.write(run_nb, job / "in" / "notebook.ipynb")
+        for name in ("probe.py", "sandbox_runner.py"):
+            shutil.copy(Path(__file__).with_name(name), job / "in" / name)
+        result = sandbox.run_notebook(job, edition_dir(assignment), limits, sandboxed)
+        nb.metadata["grading_seconds"] = round(result.seconds, 2)
+        notes += _merge(nb, job, origin, result, limits, canonical)
+        _apply_verdicts(nb, key, job / "out")
+    finally:
+        shutil.rmtree(job, ignore_errors=True)
     return notes
 
 
@@ -262,7 +257,7 @@ class SandboxedExecute(NbGraderPreprocessor):
             notes = [f"the grader failed on this notebook ({type(error).__name__}: {str(error)[:200]}); "
                      f"its tests were marked failed: see the log"]
             _apply_verdicts(nb, answer_keys.load(assignment, course), None)
-        self.log.info("ran %s of %s in the sandbox in %s s", assignment, student, nb.metadata.get("grading_seconds"))
+        self.log.info("ran %s of %s in the sandbox in %s s", assignment, student, nb.metadata.pop("grading_seconds", None))
         folder = grading_dir(course, assignment) / "notes"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"{student}.json").write_text(json.dumps(notes))
