@@ -12,7 +12,8 @@ For maintainers and instructors (see README.md):
     python3 tasks.py check     fail on drift between course_lib, solutions/ and exercises/, or leaks
     python3 tasks.py edition N write student edition N of course_lib (first N assignments revealed)
     python3 tasks.py public    write what students may see into _build/public (--out DIR), leak-checked
-    python3 tasks.py grade A   check all submissions of assignment A, autograde them, report
+    python3 tasks.py grade A   stage all submissions of assignment A, grade each in a sandbox, report
+                               [--no-experiments: graded cells only] [--unsandboxed: no isolation]
     python3 tasks.py chapter F execute one chapter alone (no book build); figures go to _build/chapter/
 """
 
