@@ -6,7 +6,7 @@
 
 For maintainers and instructors (see README.md):
 
-    python3 tasks.py sync      copy answer cells from course_lib into solutions/, embed hidden tests,
+    python3 tasks.py sync      copy answer cells from course_lib into solutions/, write the answer keys,
                                write each assignment's install cell (its edition's wheel URL)
     python3 tasks.py release   regenerate exercises/ from solutions/ with nbgrader
     python3 tasks.py check     fail on drift between course_lib, solutions/ and exercises/, or leaks
