@@ -9,12 +9,9 @@ Everything here ships in the student edition: it contains no answers.
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import pickle
 import types
 import warnings
-import zlib
 
 import numpy as np
 import scipy.sparse as sp
@@ -38,37 +35,6 @@ def _as_plain(x):
         return x.toarray()
     if hasattr(x, "detach") and hasattr(x, "numpy"):  # a torch tensor, without importing torch here
         return x.detach().cpu().numpy()
-    return x
-
-
-def to_numpy(x):
-    """Return ``x`` with every torch tensor in it (also inside tuples, lists and dict values) as a numpy array.
-
-    Each array keeps the shape and dtype of its tensor, any shape; anything
-    else is returned as is. Every assignment.
-    """
-    if isinstance(x, dict):
-        return {key: to_numpy(value) for key, value in x.items()}
-    if isinstance(x, (tuple, list)):
-        return type(x)(to_numpy(item) for item in x)
-    return _as_plain(x)
-
-
-def to_torch(x):
-    """Return ``x`` with every numpy array in it (also inside tuples, lists and dict values) as a torch tensor.
-
-    Each tensor keeps the shape and dtype of its array, any shape; anything
-    else is returned as is. Chapter 3 on. Hidden test cases of PyTorch exercises are stored as numpy arrays and
-    converted by this function just before the call.
-    """
-    import torch
-
-    if isinstance(x, dict):
-        return {key: to_torch(value) for key, value in x.items()}
-    if isinstance(x, (tuple, list)):
-        return type(x)(to_torch(item) for item in x)
-    if isinstance(x, np.ndarray):
-        return torch.from_numpy(x.copy())
     return x
 
 
@@ -191,23 +157,6 @@ def assert_own_code(fn, forbidden, what: str, hint: str = "") -> None:
     if used:
         raise AssertionError(f"{what} uses {', '.join(used)}: write the computation yourself "
                              f"instead of calling a library that does it.{' ' + hint if hint else ''}")
-
-
-def encode_cases(cases: list[dict]) -> str:
-    """Pack test cases into printable text for embedding in a notebook cell. Every assignment.
-
-    Each case is a dict with ``args`` (tuple), ``kwargs`` (dict), ``expected``
-    and optional ``rtol``/``atol`` and ``torch`` (true: the arguments are
-    converted with :func:`to_torch` before the call). Returns base64 text of the compressed
-    pickle, wrapped at 76 characters.
-    """
-    raw = base64.b64encode(zlib.compress(pickle.dumps(cases, protocol=4), 9)).decode("ascii")
-    return "\n".join(raw[i:i + 76] for i in range(0, len(raw), 76))
-
-
-def decode_cases(text: str) -> list[dict]:
-    """Inverse of :func:`encode_cases`: the list of case dicts. Every assignment."""
-    return pickle.loads(zlib.decompress(base64.b64decode("".join(text.split()))))
 
 
 class CumulativeLayer:

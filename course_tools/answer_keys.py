@@ -22,10 +22,12 @@ published (``course_tools.leaks`` guards it).
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import copy
 import importlib
 import io
+import pickle
 import types
 import zlib
 from pathlib import Path
@@ -36,7 +38,7 @@ import numpy as np
 from . import ROOT, hidden_cases
 from .exercises import assignments, solution_notebooks
 from .probe import run_case
-from course_lib.testing import decode_cases, quiet
+from course_lib.testing import quiet
 
 MAX_RECORDED = 12
 """At most this many calls of one function are kept from one visible test cell (evenly spaced)."""
@@ -52,18 +54,28 @@ def key_path(assignment: str, root: Path = ROOT) -> Path:
 def load(assignment: str, root: Path = ROOT) -> dict:
     """The answer key of ``assignment`` (``grade_id -> entry``); empty if there is none."""
     path = key_path(assignment, root)
-    return decode_cases(path.read_text(encoding="ascii")) if path.exists() else {}
+    return decode(path.read_text(encoding="ascii")) if path.exists() else {}
 
 
 def encode(key) -> str:
-    """Like :func:`course_lib.testing.encode_cases`, with cloudpickle, so that the functions a visible
-    test passes (``lambda z: ...``) are stored by value; :func:`decode_cases` reads it."""
-    import base64
-
+    """An answer key as printable text: compressed cloudpickle (so that the functions a visible test
+    passes, ``lambda z: ...``, are stored by value), base64, lines of 76 characters."""
     import cloudpickle
 
     raw = base64.b64encode(zlib.compress(cloudpickle.dumps(key, protocol=4), 9)).decode("ascii")
     return "\n".join(raw[i:i + 76] for i in range(0, len(raw), 76))
+
+
+def decode(text: str):
+    """Inverse of :func:`encode` (white space anywhere is ignored)."""
+    return pickle.loads(zlib.decompress(base64.b64decode("".join(text.split()))))
+
+
+def probe_inputs(entry: dict) -> list[dict]:
+    """What enters the sandbox for one test cell: the cases without their expected outcomes, with the
+    names the probe must always record (not secret) and, for random functions, a request to run twice."""
+    return [{**{k: v for k, v in case.items() if k != "expected"}, "forbidden": entry.get("forbidden", []),
+             "twice": bool(entry.get("property"))} for case in entry["cases"]]
 
 
 def _reference(key: str):
@@ -140,7 +152,8 @@ def _snapshot(x):
 
 
 @contextlib.contextmanager
-def _torch_state():
+def torch_state():
+    """Leave torch's default dtype, thread count and random state as they were (setup cells change them)."""
     import torch
 
     dtype, threads = torch.get_default_dtype(), torch.get_num_threads()
@@ -166,7 +179,7 @@ def record_visible(nb, functions: dict[str, str]) -> dict[str, dict]:
     """
     namespace: dict = {"__name__": "__main__"}
     recorded: dict[str, dict] = {}
-    with _torch_state() as torch, quiet(), contextlib.redirect_stdout(io.StringIO()):
+    with torch_state() as torch, quiet(), contextlib.redirect_stdout(io.StringIO()):
         for cell in nb.cells:
             meta = cell.metadata.get("nbgrader", {})
             grade_id = meta.get("grade_id", "")

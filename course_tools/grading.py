@@ -96,13 +96,6 @@ def _verdict_output(verdict: verdicts.Verdict):
                                   traceback=[f"AssertionError: {verdict.message}"])
 
 
-def probe_inputs(entry: dict) -> list[dict]:
-    """What enters the sandbox for one test cell: the cases without their expected outcomes, with the
-    names the probe must always record (not secret) and, for random functions, a request to run twice."""
-    return [{**{k: v for k, v in case.items() if k != "expected"}, "forbidden": entry.get("forbidden", []),
-             "twice": bool(entry.get("property"))} for case in entry["cases"]]
-
-
 def grading_notebook(nb, key: dict, job: Path, skip: set[str], sandboxed: bool):
     """The notebook the sandbox runs, and ``grading cell index -> original index`` (``None`` for the preamble)."""
     cases_dir = job / "in" / "cases"
@@ -118,7 +111,7 @@ def grading_notebook(nb, key: dict, job: Path, skip: set[str], sandboxed: bool):
             continue
         if grade_id in key:
             entry = key[grade_id]
-            inputs = probe_inputs(entry)
+            inputs = answer_keys.probe_inputs(entry)
             with open(cases_dir / f"{grade_id}.pkl", "wb") as f:
                 cloudpickle.dump(inputs, f, protocol=4)  # inputs only; lambdas of visible tests by value
             source = f"__course_probe__.probe({grade_id!r}, {entry['function']!r}{where[0]}{where[1]})"

@@ -84,7 +84,7 @@ def unavailable() -> str | None:
         if not shutil.which(tool):
             package = "bubblewrap" if tool == "bwrap" else "util-linux"
             return f"`{tool}` is not installed (Debian package {package}: apt-get install {package})"
-    probe = subprocess.run(_prefix(Limits(), binds=[], job=None) + ["/bin/true"], capture_output=True, text=True,
+    probe = subprocess.run(_prefix(binds=[], job=None) + ["/bin/true"], capture_output=True, text=True,
                            preexec_fn=_set_limits(Limits()))
     if probe.returncode != 0:
         return ("bubblewrap cannot create a sandbox here (are unprivileged user namespaces allowed? "
@@ -125,7 +125,7 @@ def _set_limits(limits: Limits):
     return apply
 
 
-def _prefix(limits: Limits, binds: list[tuple[Path, str, bool]], job: Path | None) -> list[str]:
+def _prefix(binds: list[tuple[Path, str, bool]], job: Path | None) -> list[str]:
     """The command that starts a program in the sandbox, given ``(source, target, writable)`` binds."""
     bwrap = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
              "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc",
@@ -175,7 +175,7 @@ def run_notebook(job: Path, edition: Path, limits: Limits, sandboxed: bool = Tru
               str(limits.cell_seconds)]
     if sandboxed:
         binds = _staged_binds(job, edition)
-        command = _prefix(limits, [], job) + _bind_args(binds) + ["--setenv", "PYTHONPATH", "/grading/edition:/grading/in"] + runner
+        command = _prefix(binds, job) + ["--setenv", "PYTHONPATH", "/grading/edition:/grading/in"] + runner
         stage = None
         if os.geteuid() == 0:  # bind private folders (/root/...) through a private mount namespace
             command, stage = _through_private_mounts(command, binds)
@@ -186,16 +186,9 @@ def run_notebook(job: Path, edition: Path, limits: Limits, sandboxed: bool = Tru
                 shutil.rmtree(stage, ignore_errors=True)
     else:
         command = ["env", f"PYTHONPATH={edition}:{job / 'in'}", "MPLBACKEND=Agg", "TQDM_DISABLE=1",
-                                     sys.executable, str(job / "in" / "sandbox_runner.py"), str(job / "in" / "notebook.ipynb"),
-                                     str(job / "out" / "notebook.ipynb"), str(limits.cell_seconds)]
+                   sys.executable, str(job / "in" / "sandbox_runner.py"), str(job / "in" / "notebook.ipynb"),
+                   str(job / "out" / "notebook.ipynb"), str(limits.cell_seconds)]
     return _run(command, limits, cwd=job / "work")
-
-
-def _bind_args(binds) -> list[str]:
-    out = []
-    for source, target, writable in binds:
-        out += ["--bind" if writable else "--ro-bind", str(source), target]
-    return out
 
 
 def _through_private_mounts(command: list[str], binds) -> tuple[list[str], Path]:

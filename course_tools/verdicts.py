@@ -235,7 +235,7 @@ def outcomes_in_process(fn, entry: dict) -> list:
     """
     from .probe import run_case
 
-    from .grading import probe_inputs
+    from .answer_keys import probe_inputs
 
     return json.loads(json.dumps([run_case(fn, case, record_calls=True) for case in probe_inputs(entry)],
                                  allow_nan=True))

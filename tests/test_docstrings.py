@@ -75,8 +75,6 @@ NO_ARRAYS = {
     "course_lib.progress.progress_bar",  # a tqdm bar
     "course_lib.testing.quiet",  # a context
     "course_lib.testing.assert_own_code",  # reads a function's code
-    "course_lib.testing.encode_cases",  # cases -> text
-    "course_lib.testing.decode_cases",  # text -> cases
     "course_lib.text.corpus.lee_documents",  # strings
     "course_lib.text.corpus.wikipedia_articles",  # strings
     "course_lib.text.corpus.english_documents",  # lists of tokens

@@ -30,7 +30,6 @@ its own function).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
 import subprocess
@@ -768,20 +767,6 @@ EXERCISES = find_exercises()
 OWNERS = owners()
 
 
-@contextlib.contextmanager
-def torch_state():
-    """Leave torch's default dtype, thread count and random state as they were (the setup cells change them)."""
-    import torch
-
-    dtype, threads, rng = torch.get_default_dtype(), torch.get_num_threads(), torch.random.get_rng_state()
-    try:
-        yield torch
-    finally:
-        torch.set_default_dtype(dtype)
-        torch.set_num_threads(threads)
-        torch.random.set_rng_state(rng)
-
-
 @functools.lru_cache(maxsize=None)
 def setup_source(assignment: str) -> str:
     nb = nbformat.read(solution_notebooks(assignment)[0], as_version=4)
@@ -811,7 +796,7 @@ def answer_source(key: str, body: str, prelude: str = "") -> str:
 def load_answer(key: str, source: str):
     """Execute ``source`` as an answer cell after the setup cell, in a fresh notebook-like namespace."""
     namespace = {"__name__": "__main__", "np": np, "math": math}
-    with torch_state():
+    with answer_keys.torch_state():
         exec(compile(setup_source(OWNERS[key]), "<setup>", "exec"), namespace)  # noqa: S102 - our notebook
     exec(compile(source, f"<answer {key}>", "exec"), namespace)  # noqa: S102 - answers written in this file
     return namespace[key.rsplit(".", 1)[1]]
@@ -820,7 +805,7 @@ def load_answer(key: str, source: str):
 def run(key: str, fn) -> list[tuple[dict, list]]:
     """``(entry, outcomes)`` for each entry of ``key``, run as in the notebook's kernel (float64 torch, one thread)."""
     out = []
-    with torch_state() as torch, np.errstate(all="ignore"), warnings.catch_warnings():
+    with answer_keys.torch_state() as torch, np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # what the answers warn about (e.g. float() of a tensor) is not judged
         torch.set_default_dtype(torch.float64)
         torch.set_num_threads(1)

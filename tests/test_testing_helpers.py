@@ -15,7 +15,8 @@ import scipy.sparse as sp  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 
 from course_lib import plotting  # noqa: E402
-from course_lib.testing import assert_close, decode_cases, encode_cases, quiet  # noqa: E402
+from course_lib.testing import assert_close, quiet  # noqa: E402
+from course_tools.answer_keys import decode as decode_cases, encode as encode_cases  # noqa: E402
 
 # ---------------------------------------------------------------- assert_close
 
@@ -118,7 +119,7 @@ def test_assert_close_tuples():
         assert_close((np.ones(3), np.ones(2)), (np.ones(2), np.ones(2)), "nearest(v)")
 
 
-# ---------------------------------------------------------------- encode_cases / decode_cases
+# ---------------------------------------------------------------- answer keys as text
 
 def test_encode_decode_round_trip():
     rng = np.random.default_rng(0)
