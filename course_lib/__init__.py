@@ -13,7 +13,10 @@ that follow the book:
   baseline (:doc:`/chapters/ch03_rnn`); RNN, LSTM and GRU cells and layers in PyTorch,
   language models, gradient flow, tasks with long-range dependencies and ELMo
   (:doc:`/chapters/ch04_lstm`).
-- ``course_lib.attention`` (planned, chapter 5): attention over a sequence.
+- :mod:`course_lib.attention`: sequence to sequence and attention, chapter 5. Number
+  phrases as a parallel corpus, padding masks and the masked softmax, additive and
+  multiplicative attention, encoder-decoder models trained with teacher forcing,
+  greedy and beam search, translation metrics (:doc:`/chapters/ch05_attention`).
 - ``course_lib.transformer`` (planned, chapters 6 to 8): the Transformer and the
   models built on it.
 - Shared by all chapters: :mod:`course_lib.checks` (argument checks),
@@ -41,8 +44,8 @@ letter      meaning
 ``B``       batch size: the sequences, pairs or examples processed together
 ``T``       time steps: the length of a sequence, or of a chunk of one
 ``T_d``     the length of document ``d``, in tokens
-``Tq``      query positions of attention (reserved, chapter 5 on)
-``Tk``      key positions of attention (reserved, chapter 5 on)
+``Tq``      query positions of attention (the decoder's steps), chapter 5 on
+``Tk``      key positions of attention (the source's tokens), chapter 5 on
 ``N``       the number of items in a flat list: tokens, ids, pairs, examples, positions, sentences
 ``M``       the number of items in a second list next to ``N``, e.g. the columns of an ``(N, M)`` table
 ``V``       vocabulary size
@@ -54,6 +57,7 @@ letter      meaning
 ``H``       hidden size of a recurrent network
 ``G``       gate blocks stacked in a recurrent weight: 1 (RNN), 3 (GRU), 4 (LSTM)
 ``L``       number of layers
+``A``       the inner size of the additive attention score
 ``D``       model width of the Transformer (reserved, chapter 6 on)
 ``nh``      number of attention heads (reserved)
 ``hs``      size of one attention head (reserved)

@@ -175,3 +175,33 @@ def gradient_norms(norms_by_label: dict, ax=None, title: str = "Gradient of the 
     ax.grid(True, which="major", alpha=0.3)
     ax.legend()
     return ax
+
+
+def attention_heatmap(weights, source: Sequence[str], output: Sequence[str], ax=None, title: str = "",
+                      source_label: str = "source", output_label: str = "output"):
+    """Heatmap of attention weights: one row per output word, one column per source word. Chapter 5 on.
+
+    Args:
+        weights: ``(Tq, Tk)`` array, row ``t`` the weights the decoder gave the source while producing
+            output word ``t`` (each row sums to 1).
+        source: the ``Tk`` source words (columns). output: the ``Tq`` output words (rows).
+        ax: the ``Axes`` to draw on (a new figure if ``None``).
+        title: the title above the map.
+        source_label, output_label: the axis labels, e.g. the two languages.
+
+    Returns:
+        the matplotlib Axes.
+    """
+    w = checks.matrix(weights, "weights", allow_sparse=False)
+    if w.shape != (len(output), len(source)):
+        raise ValueError(f"weights must have shape (Tq, Tk) = ({len(output)}, {len(source)}), got {w.shape}")
+    ax = _axes(ax, (0.45 * len(source) + 2.2, 0.4 * len(output) + 1.6))
+    ax.imshow(w, cmap="Greys", vmin=0.0, vmax=1.0, aspect="auto")
+    ax.set_xticks(range(len(source)), source, rotation=60, ha="right")
+    ax.set_yticks(range(len(output)), output)
+    ax.set_xlabel(source_label)
+    ax.set_ylabel(output_label)
+    ax.grid(False)
+    if title:
+        ax.set_title(title)
+    return ax

@@ -187,3 +187,24 @@ class CumulativeLayer:
         last = (torch.as_tensor(lengths) - 1).view(-1, 1, *[1] * (x.dim() - 2))
         final = outputs.gather(1, last.expand(-1, 1, *outputs.shape[2:]).long()).squeeze(1)  # (B, ..., H)
         return outputs, final
+
+
+class TorchDotAttention:
+    """Dot-product attention computed by PyTorch, for testing code that calls an attention. Chapter 5 on.
+
+    Called as ``attention(query, keys, mask)`` with ``query`` ``(B, Tq, H)``, ``keys``
+    ``(B, Tk, H)`` and a bool ``mask`` ``(B, Tk)`` (True on real tokens), it returns
+    ``(context (B, Tq, H), weights (B, Tq, Tk))`` with ``e_i = q^T k_i``, like
+    :func:`course_lib.attention.scores.dot_attention`, but through
+    ``torch.nn.functional.scaled_dot_product_attention`` with scale 1: attending to the
+    identity matrix as values gives the weights themselves. It holds no parameters, so
+    test cases that hold it can be pickled.
+    """
+
+    def __call__(self, query, keys, mask):
+        import torch
+        from torch.nn import functional as F
+
+        identity = torch.eye(keys.shape[1], dtype=query.dtype).expand(keys.shape[0], -1, -1)  # (B, Tk, Tk)
+        weights = F.scaled_dot_product_attention(query, keys, identity, attn_mask=mask[:, None, :], scale=1.0)
+        return weights @ keys, weights

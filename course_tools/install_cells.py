@@ -23,7 +23,7 @@ from .edition import edition_number, wheel_name
 from .exercises import assignments, solution_notebooks
 from .site_config import read_site
 
-COLAB_LACKS = ("gensim",)  # course_lib's dependencies that Colab does not preinstall
+COLAB_LACKS = ("gensim", "num2words", "sacrebleu")  # course_lib's dependencies that Colab does not preinstall
 NOTE, INSTALL = "note", "install"  # values of the cell metadata key "course_edition"
 _DETECT = ('"google.colab" in sys.modules or "BINDER_LAUNCH_HOST" in os.environ '
            'or "BINDER_REPO_URL" in os.environ')

@@ -65,6 +65,9 @@ FUNCTIONS = [(module, name, obj) for module, name, obj in PUBLIC if _is_function
 
 # Public functions and methods that take and return no array (so have no shape to give).
 NO_ARRAYS = {
+    "course_lib.attention.number_phrases.english_tokens",  # words of a number
+    "course_lib.attention.number_phrases.german_tokens",
+    "course_lib.attention.number_phrases.load_number_translation",  # a corpus object
     "course_lib.diagrams.canvas",  # drawing primitives: coordinates and text, no arrays
     "course_lib.diagrams.box",
     "course_lib.diagrams.arrow",
