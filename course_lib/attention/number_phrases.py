@@ -60,10 +60,15 @@ def german_tokens(n: int) -> list[str]:
     324 -> ``["drei", "hundert", "vier", "und", "zwanzig"]``. The cut is the longest
     match against the list of German number parts, so joining the parts gives back the
     word. One num2words slip is corrected: it writes *einstausend* for the thousands of
-    101 000 (German says *eintausend*, as in 1000).
+    101 000 (German says *eintausend*, as in 1000). Another is refused: for 101, 201, ...
+    million it writes *einhunderteins Millionen*, which is not German; those numbers raise
+    a ``ValueError`` (the corpus leaves them out).
     """
     from num2words import num2words
 
+    if not _in_corpus(_number(n)):
+        raise ValueError(f"num2words does not write {n} in correct German (*...eins Millionen*); "
+                         f"the corpus leaves such numbers out")
     out = []
     for word in num2words(_number(n), lang="de").lower().replace("einstausend", "eintausend").split():
         parts = _GERMAN_PART.findall(word)
@@ -110,6 +115,12 @@ class NumberTranslation:
         """
         if split not in self.numbers:
             raise ValueError(f"split must be one of {sorted(self.numbers)}, got {split!r}")
+        for side, vocab in (("source", self.source_vocab), ("target", self.target_vocab)):
+            for sentence in getattr(self, side)[split]:
+                missing = [w for w in sentence if w not in vocab]
+                if missing:
+                    raise ValueError(f"the {side} of split {split!r} holds {missing[0]!r}, outside the training "
+                                     f"vocabulary; use a larger n_train")
         src = [self.source_vocab.encode(s) for s in self.source[split]]
         tgt = [self.target_vocab.encode([BOS, *t, EOS]) for t in self.target[split]]
         return src, tgt

@@ -62,6 +62,7 @@ def plain_decoder_step(decoder, y_prev, s_prev, memory, mask):
     source only through its first state ``s_0``. ``y_prev`` is ``(B,)`` and ``s_prev`` ``(B, H)``;
     returns ``(logits (B, V), s_t (B, H), None)`` (no weights).
     """
+    check_step_args(decoder, y_prev, s_prev, memory, mask)
     state = decoder.cell(decoder.embedding(y_prev), s_prev)  # (B, H)
     return decoder.readout(state), state, None
 
@@ -110,6 +111,8 @@ def check_step_args(decoder, y_prev, s_prev, memory, mask) -> None:
     checks.expect_tensor(s_prev, "s_prev", (batch, hidden), "(B, H)")
     checks.expect_tensor(memory, "memory", (batch, None, hidden), "(B, Tk, H)")
     checks.expect_tensor(mask, "mask", (batch, memory.shape[1]), "(B, Tk)")
+    if mask.dtype != torch.bool:
+        raise TypeError(f"mask must be a bool tensor (True on real tokens), got dtype {mask.dtype}")
 
 
 class Decoder(nn.Module):
@@ -177,6 +180,9 @@ class Seq2Seq(nn.Module):
             ``(logits (B, T, V), weights (B, T, Tk))``; the weights are ``None`` for the plain model.
         """
         checks.token_batch(target_in, "target_in")
+        if target_in.shape[1] == 0 or target_in.shape[0] != source.shape[0]:
+            raise ValueError(f"target_in must have shape (B, T) = ({source.shape[0]}, ?) with T >= 1, "
+                             f"got {tuple(target_in.shape)}")
         memory, state, mask = self.encode(source, lengths)
         logits, weights = [], []
         for t in range(target_in.shape[1]):

@@ -114,6 +114,9 @@ def evaluate_loss(model, sources: Sequence, targets: Sequence, batch_size: int =
     Returns:
         ``-(1/N) sum log p(y_t | y_<t, x)`` over all real target words, a float.
     """
+    if len(sources) != len(targets) or not len(sources):
+        raise ValueError(f"sources and targets must be two non-empty lists of the same length, "
+                         f"got {len(sources)} and {len(targets)}")
     total, count = 0.0, 0
     with eval_mode(model):
         for start in range(0, len(sources), batch_size):
