@@ -195,7 +195,7 @@ def attention_heatmap(weights, source: Sequence[str], output: Sequence[str], ax=
     w = checks.matrix(weights, "weights", allow_sparse=False)
     if w.shape != (len(output), len(source)):
         raise ValueError(f"weights must have shape (Tq, Tk) = ({len(output)}, {len(source)}), got {w.shape}")
-    ax = _axes(ax, (0.45 * len(source) + 2.2, 0.4 * len(output) + 1.6))
+    ax = _axes(ax, (min(0.45 * len(source) + 2.2, 7.5), min(0.4 * len(output) + 1.6, 7.5)))
     ax.imshow(w, cmap="Greys", vmin=0.0, vmax=1.0, aspect="auto")
     ax.set_xticks(range(len(source)), source, rotation=60, ha="right")
     ax.set_yticks(range(len(output)), output)

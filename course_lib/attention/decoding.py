@@ -137,7 +137,7 @@ class TableModel:
 
     Args:
         log_probs: ``(T, V, V)`` array of log-probabilities; each ``[t, u]`` row is
-            normalised (``log_softmax`` of it is itself).
+            normalised (``log_softmax`` of it is itself); ``-inf`` marks an impossible word.
     """
 
     def __init__(self, log_probs):
