@@ -22,8 +22,9 @@ from course_tools import edition, exercises, leaks, public, site_config, tool_en
 
 pytestmark = pytest.mark.slow
 PAGES = ["intro", "self_study", "chapters/ch01_counts", "chapters/ch02_word2vec", "chapters/ch03_rnn", "chapters/ch04_lstm",
+         "chapters/ch05_attention",
          "exercises/ps01_counts/ps01_counts", "exercises/ps02_word2vec/ps02_word2vec", "exercises/ps03_rnn/ps03_rnn",
-         "exercises/ps04_lstm/ps04_lstm", "api", "bibliography"]
+         "exercises/ps04_lstm/ps04_lstm", "exercises/ps05_attention/ps05_attention", "api", "bibliography"]
 
 
 def _build(folder):
