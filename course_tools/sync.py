@@ -34,8 +34,11 @@ RTOL, ATOL = 1e-9, 1e-12
 """How far a recomputed floating-point value may be from the embedded one and still be the same case.
 
 Rounding differences between CPUs are around 1e-15; any change to a generator or a
-reference answer that matters moves values by far more than 1e-9.
+reference answer that matters moves values by far more than 1e-9. These hold for float64;
+float32 arrays (chapter 5 on) round at about 6e-8, and get :data:`RTOL32`, :data:`ATOL32`.
 """
+RTOL32, ATOL32 = 1e-5, 1e-6
+"""The drift tolerance of float32 (and float16) arrays: about a hundred of their units in the last place."""
 
 HIDDEN_TEMPLATE = '''\
 # Hidden tests for {name} ({points} points): {n} randomized cases, run when your notebook is graded.
@@ -76,7 +79,8 @@ def case_difference(old, new, where: str = "cases") -> str | None:
         if old.shape != new.shape or old.dtype != new.dtype:
             return f"{where}: {old.dtype} {old.shape} became {new.dtype} {new.shape}"
         if np.issubdtype(old.dtype, np.inexact):
-            close = np.isclose(old, new, rtol=RTOL, atol=ATOL, equal_nan=True)
+            rtol, atol = (RTOL, ATOL) if old.dtype.itemsize >= 8 else (RTOL32, ATOL32)
+            close = np.isclose(old, new, rtol=rtol, atol=atol, equal_nan=True)
             return None if np.all(close) else f"{where}: values differ (largest change {np.max(np.abs(old - new)):.3g})"
         return None if np.array_equal(old, new) else f"{where}: values differ"
     if isinstance(old, float):

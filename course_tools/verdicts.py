@@ -138,6 +138,8 @@ def difference(actual, expected, rtol: float, atol: float, secret: bool, what: s
         return next((d for k in expected if (d := difference(actual[k], expected[k], rtol, atol, secret,
                                                              f"{what}[{k!r}]"))), None)
     if actual is None:
+        if "grad" in what:
+            return f"{what} is None: the result is not connected to this input (.detach(), numpy or a new tensor?)"
         return f"{what} is None (a missing return statement?)"
     if isinstance(actual, Unsupported):
         return f"{what} is {actual.what[:60]}, not a value that can be checked"

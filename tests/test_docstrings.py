@@ -65,6 +65,7 @@ FUNCTIONS = [(module, name, obj) for module, name, obj in PUBLIC if _is_function
 
 # Public functions and methods that take and return no array (so have no shape to give).
 NO_ARRAYS = {
+    "course_lib.attention.decoding.check_search_args",  # a function and ints
     "course_lib.attention.number_phrases.english_tokens",  # words of a number
     "course_lib.attention.number_phrases.german_tokens",
     "course_lib.attention.number_phrases.load_number_translation",  # a corpus object

@@ -758,6 +758,269 @@ answers("recurrent.elmo.scalar_mix", correct={
         return gamma.reshape(()) * torch.from_numpy(np.tensordot(s, layers.detach().numpy(), axes=1))""", "gradient"),
 })
 
+# The student's own masked_softmax, defined in an earlier cell: general_attention and additive_attention call it.
+_MASKED_SOFTMAX = '''
+def masked_softmax(scores, mask):
+    """The notebook's part 1, as a student wrote it."""
+    shifted = scores.masked_fill(~mask[:, None, :], float("-inf"))
+    exps = torch.exp(shifted - shifted.amax(dim=-1, keepdim=True))
+    return exps / exps.sum(dim=-1, keepdim=True)
+
+
+'''
+_WEIGHTS = """
+        weights = torch.softmax(scores.masked_fill(~mask[:, None, :], float("-inf")), dim=-1)  # (B, Tq, Tk)
+        return weights @ keys, weights"""
+answers("attention.masking.masked_softmax", correct={
+    "exp_of_the_real_maximum": """
+        shifted = scores.masked_fill(~mask[:, None, :], float("-inf"))
+        shifted = shifted - shifted.amax(dim=-1, keepdim=True)
+        exps = torch.exp(shifted)
+        return exps / exps.sum(dim=-1, keepdim=True)""",
+    "where_and_log_softmax": """
+        keep = mask.unsqueeze(1).expand_as(scores)
+        filled = torch.where(keep, scores, torch.full_like(scores, -math.inf))
+        return torch.log_softmax(filled, dim=2).exp()""",
+    "fill_minus_1e9": """
+        return torch.softmax(scores.masked_fill(~mask[:, None, :], -1e9), dim=-1)""",
+    "loop_over_sources": """
+        weights = torch.zeros_like(scores)
+        for b in range(scores.shape[0]):
+            weights[b, :, mask[b]] = torch.softmax(scores[b][:, mask[b]], dim=-1)
+        return weights""",
+}, wrong={
+    "naive_exp": ("""
+        exps = torch.exp(scores) * mask[:, None, :]
+        return exps / exps.sum(dim=-1, keepdim=True)""", "wrong result"),
+    "maximum_over_the_padding_too": ("""
+        exps = torch.exp(scores - scores.amax(dim=-1, keepdim=True)) * mask[:, None, :]
+        return exps / exps.sum(dim=-1, keepdim=True)""", "wrong result"),
+    "padding_filled_with_zero": ("""
+        return torch.softmax(scores.masked_fill(~mask[:, None, :], 0.0), dim=-1)""", "wrong result"),
+    "fill_minus_1e4": ("""
+        return torch.softmax(scores.masked_fill(~mask[:, None, :], -1e4), dim=-1)""", "wrong result"),
+    "masked_after_the_softmax": ("""
+        return torch.softmax(scores, dim=-1) * mask[:, None, :]""", "wrong result"),
+    "filled_in_place": ("""
+        scores.masked_fill_(~mask[:, None, :], float("-inf"))
+        return torch.softmax(scores, dim=-1)""", "in place"),
+})
+
+answers("attention.scores.general_attention", correct={
+    "einsum": (_MASKED_SOFTMAX, """
+        weights = masked_softmax(torch.einsum("bqh,hg,big->bqi", query, weight, keys), mask)
+        return torch.einsum("bqi,bih->bqh", weights, keys), weights"""),
+    "query_times_w_first": """
+        scores = torch.bmm(query @ weight, keys.transpose(1, 2))  # (B, Tq, Tk)""" + _WEIGHTS,
+}, wrong={
+    "w_not_transposed": ("""
+        scores = query @ (keys @ weight).transpose(1, 2)""" + _WEIGHTS, "wrong result"),
+    "mask_ignored": ("""
+        weights = torch.softmax(query @ weight @ keys.transpose(1, 2), dim=-1)
+        return weights @ keys, weights""", "wrong result"),
+    "softmax_over_the_queries": ("""
+        scores = (query @ weight @ keys.transpose(1, 2)).masked_fill(~mask[:, None, :], float("-inf"))
+        weights = torch.nan_to_num(torch.softmax(scores, dim=1))
+        return weights @ keys, weights""", "wrong result"),
+    "detour_through_numpy": ("""
+        n = lambda t: t.detach().numpy()
+        scores = np.einsum("bqh,hg,big->bqi", n(query), n(weight), n(keys))
+        scores = np.where(n(mask)[:, None, :], scores, -np.inf)
+        exps = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        weights = torch.from_numpy(exps / exps.sum(axis=-1, keepdims=True))
+        return weights @ keys, weights""", "gradient"),
+})
+
+answers("attention.scores.additive_attention", correct={
+    "einsum": (_MASKED_SOFTMAX, """
+        inner = torch.einsum("ah,bqh->bqa", weight_query, query)[:, :, None] + \\
+            torch.einsum("ah,bih->bia", weight_key, keys)[:, None]
+        weights = masked_softmax(torch.einsum("bqia,a->bqi", torch.tanh(inner), v), mask)
+        return torch.einsum("bqi,bih->bqh", weights, keys), weights"""),
+    "loop_over_keys": """
+        import torch.nn.functional as F
+        projected = F.linear(query, weight_query)  # (B, Tq, A)
+        scores = torch.stack([torch.tanh(projected + F.linear(keys[:, i:i + 1], weight_key)) @ v
+                              for i in range(keys.shape[1])], dim=-1)  # (B, Tq, Tk)""" + _WEIGHTS,
+}, wrong={
+    "v_before_tanh": ("""
+        inner = (query @ weight_query.T)[:, :, None] + (keys @ weight_key.T)[:, None]
+        scores = torch.tanh(inner @ v)""" + _WEIGHTS, "wrong result"),
+    "projections_swapped": ("""
+        inner = (query @ weight_key.T)[:, :, None] + (keys @ weight_query.T)[:, None]
+        scores = torch.tanh(inner) @ v""" + _WEIGHTS, "wrong result"),
+    "one_projection_for_both": ("""
+        inner = (query @ weight_query.T)[:, :, None] + (keys @ weight_query.T)[:, None]
+        scores = torch.tanh(inner) @ v""" + _WEIGHTS, "wrong result"),
+    "mask_ignored": ("""
+        inner = (query @ weight_query.T)[:, :, None] + (keys @ weight_key.T)[:, None]
+        weights = torch.softmax(torch.tanh(inner) @ v, dim=-1)
+        return weights @ keys, weights""", "wrong result"),
+})
+
+answers("attention.seq2seq.attention_decoder_step", correct={
+    "gru_by_hand": """
+        context, weights = decoder.attention(s_prev.unsqueeze(1), memory, mask)
+        context, weights = context.squeeze(1), weights.squeeze(1)
+        cell, size = decoder.cell, s_prev.shape[1]
+        a = torch.cat([decoder.embedding(y_prev), context], dim=1) @ cell.weight_ih.T + cell.bias_ih
+        b = s_prev @ cell.weight_hh.T + cell.bias_hh
+        r = torch.sigmoid(a[:, :size] + b[:, :size])
+        z = torch.sigmoid(a[:, size:2 * size] + b[:, size:2 * size])
+        n = torch.tanh(a[:, 2 * size:] + r * b[:, 2 * size:])
+        state = (1 - z) * n + z * s_prev
+        return decoder.readout(torch.cat([state, context], dim=1)), state, weights""",
+    "readout_split": """
+        context, weights = decoder.attention(s_prev[:, None], memory, mask)
+        context = context.reshape(s_prev.shape)
+        state = decoder.cell(torch.cat((decoder.embedding.weight[y_prev], context), dim=-1), s_prev)
+        size = state.shape[1]
+        readout = decoder.readout
+        logits = state @ readout.weight[:, :size].T + context @ readout.weight[:, size:].T + readout.bias
+        return logits, state, weights.reshape(memory.shape[:2])""",
+}, wrong={
+    "readout_from_the_previous_state": ("""
+        context, weights = decoder.attention(s_prev[:, None, :], memory, mask)
+        context = context[:, 0]
+        state = decoder.cell(torch.cat([decoder.embedding(y_prev), context], dim=-1), s_prev)
+        return decoder.readout(torch.cat([s_prev, context], dim=-1)), state, weights[:, 0]""", "wrong result"),
+    "readout_context_from_the_new_state": ("""
+        context, _ = decoder.attention(s_prev[:, None, :], memory, mask)
+        state = decoder.cell(torch.cat([decoder.embedding(y_prev), context[:, 0]], dim=-1), s_prev)
+        context, weights = decoder.attention(state[:, None, :], memory, mask)
+        return decoder.readout(torch.cat([state, context[:, 0]], dim=-1)), state, weights[:, 0]""", "wrong result"),
+    "cell_input_order_swapped": ("""
+        context, weights = decoder.attention(s_prev[:, None, :], memory, mask)
+        context = context[:, 0]
+        state = decoder.cell(torch.cat([context, decoder.embedding(y_prev)], dim=-1), s_prev)
+        return decoder.readout(torch.cat([state, context], dim=-1)), state, weights[:, 0]""", None),
+    "weights_left_with_the_query_axis": ("""
+        context, weights = decoder.attention(s_prev[:, None, :], memory, mask)
+        context = context[:, 0]
+        state = decoder.cell(torch.cat([decoder.embedding(y_prev), context], dim=-1), s_prev)
+        return decoder.readout(torch.cat([state, context], dim=-1)), state, weights""", "wrong result"),
+    "context_detached": ("""
+        context, weights = decoder.attention(s_prev[:, None, :], memory, mask)
+        context = context[:, 0].detach()
+        state = decoder.cell(torch.cat([decoder.embedding(y_prev), context], dim=-1), s_prev)
+        return decoder.readout(torch.cat([state, context], dim=-1)), state, weights[:, 0]""", "gradient"),
+})
+
+_BEAM_LOOP = """
+        live, finished = [([], 0.0)], []
+        tokens = torch.tensor([bos])
+        for _ in range(max_len):
+            log_probs, state = step_fn(tokens, state)
+            candidates = [(total + float(log_probs[k, w]), k, w) for k, (_, total) in enumerate(live)
+                          for w in range(log_probs.shape[1])]"""
+answers("attention.decoding.beam_search", correct={
+    "python_lists": _BEAM_LOOP + """
+            candidates.sort(key=lambda c: -c[0])
+            kept = []
+            for total, k, w in candidates[:beam_width]:
+                (finished if w == eos else kept).append((live[k][0] + [w], total, k))
+            if not kept:
+                break
+            live = [(words, total) for words, total, _ in kept]
+            state = None if state is None else state[torch.tensor([k for _, _, k in kept])]
+            tokens = torch.tensor([words[-1] for words, _ in live])
+        else:
+            finished += [(words, total, None) for words, total in live]
+        words, total, _ = max(finished, key=lambda f: f[1] / len(f[0]) ** alpha)
+        return words, total""",
+    "topk_and_index_select": """
+        import heapq
+        hypotheses, totals = [[]], torch.zeros(1, dtype=torch.float64)
+        tokens, finished = torch.tensor([bos]), []
+        for step in range(max_len):
+            log_probs, state = step_fn(tokens, state)
+            flat = (totals.unsqueeze(1) + log_probs.double()).flatten()
+            best, where = torch.topk(flat, k=min(beam_width, flat.numel()))
+            rows, words = torch.div(where, log_probs.shape[1], rounding_mode="floor"), where % log_probs.shape[1]
+            alive = words != eos
+            for total, row, word in zip(best[~alive].tolist(), rows[~alive].tolist(), words[~alive].tolist()):
+                finished.append((hypotheses[row] + [word], total))
+            if not bool(alive.any()):
+                break
+            rows, words, totals = rows[alive], words[alive], best[alive]
+            hypotheses = [hypotheses[r] + [w] for r, w in zip(rows.tolist(), words.tolist())]
+            if state is not None:
+                state = state.index_select(0, rows)
+            tokens = words
+            if step == max_len - 1:
+                finished += list(zip(hypotheses, totals.tolist()))
+        return heapq.nlargest(1, finished, key=lambda f: f[1] / len(f[0]) ** alpha)[0]""",
+}, wrong={
+    "no_length_normalisation": (_BEAM_LOOP + """
+            candidates.sort(key=lambda c: -c[0])
+            kept = []
+            for total, k, w in candidates[:beam_width]:
+                (finished if w == eos else kept).append((live[k][0] + [w], total, k))
+            if not kept:
+                break
+            live = [(words, total) for words, total, _ in kept]
+            state = None if state is None else state[torch.tensor([k for _, _, k in kept])]
+            tokens = torch.tensor([words[-1] for words, _ in live])
+        else:
+            finished += [(words, total, None) for words, total in live]
+        words, total, _ = max(finished, key=lambda f: f[1])
+        return words, total""", "wrong result"),
+    "normalised_score_returned": (_BEAM_LOOP + """
+            candidates.sort(key=lambda c: -c[0])
+            kept = []
+            for total, k, w in candidates[:beam_width]:
+                (finished if w == eos else kept).append((live[k][0] + [w], total, k))
+            if not kept:
+                break
+            live = [(words, total) for words, total, _ in kept]
+            state = None if state is None else state[torch.tensor([k for _, _, k in kept])]
+            tokens = torch.tensor([words[-1] for words, _ in live])
+        else:
+            finished += [(words, total, None) for words, total in live]
+        words, total, _ = max(finished, key=lambda f: f[1] / len(f[0]) ** alpha)
+        return words, total / len(words) ** alpha""", "wrong result"),
+    "finished_take_no_place": (_BEAM_LOOP + """
+            candidates.sort(key=lambda c: -c[0])
+            finished += [(live[k][0] + [w], total, k) for total, k, w in candidates[:beam_width] if w == eos]
+            kept = [(live[k][0] + [w], total, k) for total, k, w in candidates if w != eos][:beam_width]
+            live = [(words, total) for words, total, _ in kept]
+            state = None if state is None else state[torch.tensor([k for _, _, k in kept])]
+            tokens = torch.tensor([words[-1] for words, _ in live])
+            if len(finished) >= beam_width:
+                break
+        else:
+            finished += [(words, total, None) for words, total in live]
+        words, total, _ = max(finished, key=lambda f: f[1] / len(f[0]) ** alpha)
+        return words, total""", "wrong result"),
+    "states_not_reordered": (_BEAM_LOOP + """
+            candidates.sort(key=lambda c: -c[0])
+            kept = []
+            for total, k, w in candidates[:beam_width]:
+                (finished if w == eos else kept).append((live[k][0] + [w], total, k))
+            if not kept:
+                break
+            live = [(words, total) for words, total, _ in kept]  # the states stay in the order of the old beam
+            tokens = torch.tensor([words[-1] for words, _ in live])
+        else:
+            finished += [(words, total, None) for words, total in live]
+        words, total, _ = max(finished, key=lambda f: f[1] / len(f[0]) ** alpha)
+        return words, total""", None),
+    "live_hypotheses_dropped_at_max_len": (_BEAM_LOOP + """
+            candidates.sort(key=lambda c: -c[0])
+            kept = []
+            for total, k, w in candidates[:beam_width]:
+                (finished if w == eos else kept).append((live[k][0] + [w], total, k))
+            if not kept:
+                break
+            live = [(words, total) for words, total, _ in kept]
+            state = None if state is None else state[torch.tensor([k for _, _, k in kept])]
+            tokens = torch.tensor([words[-1] for words, _ in live])
+        if not finished:
+            return [], 0.0
+        words, total, _ = max(finished, key=lambda f: f[1] / len(f[0]) ** alpha)
+        return words, total""", "wrong result"),
+})
+
 
 # ---------------------------------------------------------------------------------------------
 # Machinery: the notebook-like namespace, the answers' sources, the entries of the answer keys
@@ -877,6 +1140,7 @@ def test_stability_cases_really_overflow_float64():
         return np.concatenate([np.sum(center * context, axis=1), np.einsum("bkd,bd->bk", negatives, center).ravel()])
 
     checks = {"recurrent.elmo.scalar_mix": lambda case: case["args"][1],
+              "attention.masking.masked_softmax": lambda case: case["args"][0],
               "recurrent.perplexity.perplexity": lambda case: case["args"][0],
               "vectors.word2vec.sgns_loss_and_grads": dots}
     for key, values in checks.items():

@@ -236,23 +236,58 @@ def test_grading_the_same_batch_twice_gives_the_same_gradebook(course):
     assert sorted((p.relative_to(course), p.stat().st_size) for p in (course / "submitted").rglob("*")) == submitted
 
 
-@pytest.mark.parametrize("assignment", [ASSIGNMENT, *["ps02_word2vec", "ps03_rnn", "ps04_lstm"]])
-def test_experiments_run_by_default_without_an_error_and_reach_the_feedback(tmp_path, root, assignment):
+@pytest.fixture(scope="module")
+def graded_with_experiments(tmp_path_factory, root):
+    """``grade(assignment) -> (grading run, autograded notebook)``: a full-marks submission graded with its
+    experiments (the default), once per assignment however many tests read it."""
+    runs = {}
+
+    def grade(assignment):
+        if assignment not in runs:
+            course = tmp_path_factory.mktemp(f"experiments_{assignment}")
+            shutil.copy(root / "nbgrader_config.py", course)
+            for folder in ("solutions", "exercises", "answer_keys"):
+                shutil.copytree(root / folder, course / folder)
+            run(["-m", "nbgrader", "generate_assignment", assignment, "--force"], cwd=course)
+            _submit(course, "full", _answers(root, assignment), assignment=assignment)
+            graded = run(["-m", "course_tools", "grade", assignment], cwd=course)
+            autograded = course / "autograded" / "full" / assignment / f"{assignment}.ipynb"
+            runs[assignment] = (graded, nbformat.read(autograded, as_version=4))
+        return runs[assignment]
+
+    return grade
+
+
+@pytest.mark.parametrize("assignment", [ASSIGNMENT, *["ps02_word2vec", "ps03_rnn", "ps04_lstm", "ps05_attention"]])
+def test_experiments_run_by_default_without_an_error_and_reach_the_feedback(graded_with_experiments, assignment):
     """Without --no-experiments the ungraded sections run too (in the sandbox), for the feedback:
     with the solution's answers every cell of the notebook runs without an error."""
-    shutil.copy(root / "nbgrader_config.py", tmp_path)
-    for folder in ("solutions", "exercises", "answer_keys"):
-        shutil.copytree(root / folder, tmp_path / folder)
-    run(["-m", "nbgrader", "generate_assignment", assignment, "--force"], cwd=tmp_path)
-    _submit(tmp_path, "full", _answers(root, assignment), assignment=assignment)
-    graded = run(["-m", "course_tools", "grade", assignment], cwd=tmp_path)
+    graded, autograded = graded_with_experiments(assignment)
     assert "85/100" in graded.stdout and "raised" not in graded.stdout, graded.stdout
-    autograded = nbformat.read(tmp_path / "autograded" / "full" / assignment / f"{assignment}.ipynb", as_version=4)
     code = [c for c in autograded.cells if c.cell_type == "code"]
     errors = {i: o.get("evalue") for i, c in enumerate(code) for o in c.outputs if o.output_type == "error"}
     assert not errors, errors
     experiments = [c for c in code if not c.metadata.get("nbgrader")]
     assert experiments and all(c.outputs for c in experiments if "print(" in c.source)
+
+
+def test_ps05_states_the_numbers_its_reference_run_prints(graded_with_experiments, root):
+    """ps05's experiment section states the exact match, BLEU and chrF that course_lib's reference
+    functions reach; the full-marks submission (the reference answers) graded in the sandbox prints
+    them again. Another CPU rounds differently and training amplifies it a little: within 2 points."""
+    assignment = "ps05_attention"
+    release = nbformat.read(root / "exercises" / assignment / f"{assignment}.ipynb", as_version=4)
+    text = " ".join(" ".join(c.source.split()) for c in release.cells if c.cell_type == "markdown")
+    stated = re.search(r"reference functions the same run reaches an exact match of \*\*([\d.]+) %\*\*, "
+                       r"BLEU \*\*([\d.]+)\*\* and chrF \*\*([\d.]+)\*\*", text)
+    assert stated, "the release no longer states the reference's numbers in the expected words"
+    _graded, autograded = graded_with_experiments(assignment)
+    experiments = [c for c in autograded.cells if c.cell_type == "code" and not c.metadata.get("nbgrader")]
+    printed = "".join(o.get("text", "") for c in experiments for o in c.outputs if o.output_type == "stream")
+    found = re.search(r"exact match ([\d.]+) %, BLEU ([\d.]+), chrF ([\d.]+)", printed)
+    assert found, printed[-2000:]
+    for name, said, ran in zip(["exact match (%)", "BLEU", "chrF"], stated.groups(), found.groups()):
+        assert abs(float(said) - float(ran)) <= 2.0, f"{name}: the notebook states {said}, the graded run printed {ran}"
 
 
 def test_grading_refuses_without_a_sandbox_unless_asked(course, tmp_path):
@@ -293,12 +328,13 @@ def test_gradebook_accepts_another_database_url(tmp_path, root):
         assert gb.find_assignment(ASSIGNMENT).max_score == 100
 
 
-LATER = ["ps02_word2vec", "ps03_rnn", "ps04_lstm"]
+LATER = ["ps02_word2vec", "ps03_rnn", "ps04_lstm", "ps05_attention"]
 # One plausible mistake per assignment: (function, text of the answer, the mistaken text).
 MISTAKES = {
     "ps02_word2vec": ("procrustes", "return u @ vt", "return vt.T @ u.T"),  # the inverse rotation
     "ps03_rnn": ("rnn_step", "h_prev @ U.T", "h_prev @ U"),  # the recurrent matrix not transposed
     "ps04_lstm": ("lstm_cell", "a_i, a_f, a_g, a_o = a.chunk", "a_f, a_i, a_g, a_o = a.chunk"),  # gates swapped
+    "ps05_attention": ("general_attention", "keys @ weight.T", "keys @ weight"),  # q^T W^T k instead of q^T W k
 }
 
 

@@ -26,11 +26,8 @@ from course_lib import checks
 from course_lib.training import eval_mode
 
 
-def _reorder(state, index):
-    return None if state is None else state[index]
-
-
-def _check_search_args(step_fn, bos, eos, max_len) -> int:
+def check_search_args(step_fn, bos, eos, max_len) -> int:
+    """Raise unless ``step_fn`` is callable and ``bos``, ``eos``, ``max_len`` are valid; return ``max_len``. Chapter 5."""
     if not callable(step_fn):
         raise TypeError(f"step_fn must be a function (tokens, state) -> (log_probs, state), got {type(step_fn).__name__}")
     checks.nonnegative_int(bos, "bos")
@@ -55,7 +52,7 @@ def greedy_decode(step_fn: Callable, state, bos: int, eos: int, max_len: int) ->
         ``(words, log_prob)``: the generated ids (``<eos>`` included if it came, ``<bos>``
         not) and their total log-probability ``sum_t log p(y_t | y_<t)``.
     """
-    max_len = _check_search_args(step_fn, bos, eos, max_len)
+    max_len = check_search_args(step_fn, bos, eos, max_len)
     words, total, token = [], 0.0, torch.tensor([bos])
     for _ in range(max_len):
         log_probs, state = step_fn(token, state)  # (1, V)
@@ -69,8 +66,7 @@ def greedy_decode(step_fn: Callable, state, bos: int, eos: int, max_len: int) ->
 
 
 @torch.no_grad()
-def beam_search(step_fn: Callable, state, bos: int, eos: int, beam_width: int, max_len: int,
-                alpha: float = 0.0) -> tuple[list[int], float]:
+def beam_search(step_fn, state, bos, eos, beam_width, max_len, alpha=0.0):
     """The output of beam search: keep the ``K`` most probable partial outputs at every step.
 
     Start from the one hypothesis ``[<bos>]`` with ``state``. At every step, extend each
@@ -96,14 +92,14 @@ def beam_search(step_fn: Callable, state, bos: int, eos: int, beam_width: int, m
         ``(words, log_prob)`` of the best finished hypothesis: its ids without ``<bos>``
         and its total (not normalised) log-probability.
     """
-    max_len = _check_search_args(step_fn, bos, eos, max_len)
+    max_len = check_search_args(step_fn, bos, eos, max_len)
     beam_width = checks.positive_int(beam_width, "beam_width")
     ### BEGIN SOLUTION
     live = [[]]  # the words of each live hypothesis
     scores = torch.zeros(1, dtype=torch.float64)  # (K,) their total log-probabilities
     tokens = torch.tensor([bos])
     finished = []  # (words, log_prob)
-    for _ in range(max_len):
+    for _length in range(1, max_len + 1):
         log_probs, state = step_fn(tokens, state)  # (K, V)
         vocab = log_probs.shape[1]
         totals = (scores[:, None] + log_probs.to(torch.float64)).reshape(-1)  # (K * V,)
@@ -120,7 +116,8 @@ def beam_search(step_fn: Callable, state, bos: int, eos: int, beam_width: int, m
             break
         live = [h for h, _, _ in keep]
         scores = torch.tensor([s for _, s, _ in keep], dtype=torch.float64)
-        state = _reorder(state, torch.tensor([p for _, _, p in keep]))
+        if state is not None:  # each kept hypothesis takes its parent's state
+            state = state[torch.tensor([p for _, _, p in keep])]
         tokens = torch.tensor([h[-1] for h in live])
     else:
         finished.extend(zip(live, scores.tolist()))

@@ -82,7 +82,8 @@ def general_attention(query, keys, mask, weight):
     ### BEGIN SOLUTION
     scores = query @ (keys @ weight.T).transpose(1, 2)  # (B, Tq, Tk)
     weights = masked_softmax(scores, mask)
-    return weights @ keys, weights
+    context = weights @ keys  # (B, Tq, H)
+    return context, weights
     ### END SOLUTION
 
 
@@ -115,7 +116,8 @@ def additive_attention(query, keys, mask, weight_query, weight_key, v):
     projected_keys = (keys @ weight_key.T)[:, None, :, :]  # (B, 1, Tk, A)
     scores = torch.tanh(projected_query + projected_keys) @ v  # (B, Tq, Tk)
     weights = masked_softmax(scores, mask)
-    return weights @ keys, weights
+    context = weights @ keys  # (B, Tq, H)
+    return context, weights
     ### END SOLUTION
 
 
