@@ -20,6 +20,16 @@ def run(args, cwd: Path, check: bool = True, **env) -> subprocess.CompletedProce
     return result
 
 
+@pytest.fixture(scope="module")
+def one_thread():
+    """torch on one thread for a module's tests (``pytestmark = pytest.mark.usefixtures("one_thread")``):
+    tiny matrices gain nothing from threads, and on a busy machine waking a second one costs milliseconds."""
+    from course_lib.training import torch_threads
+
+    with torch_threads(1):
+        yield
+
+
 @pytest.fixture(scope="session")
 def root() -> Path:
     return ROOT

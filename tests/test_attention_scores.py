@@ -43,13 +43,7 @@ MASKS = {
 MASK_CASES = pytest.mark.parametrize("lengths, keys, queries", list(MASKS.values()), ids=list(MASKS))
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny matrices gain nothing from threads, and on a busy machine waking a second one costs milliseconds."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one torch thread (conftest.py)
 
 
 def assert_close(actual, expected, what: str, atol: float | None = None):

@@ -25,12 +25,7 @@ from course_lib.attention.translation_metrics import accuracy_by_length, corpus_
 ALPHAS = [0.0, 0.7, 1.0]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one torch thread (conftest.py)
 
 
 def start():

@@ -15,7 +15,6 @@ import math
 import numpy as np
 import pytest
 import torch
-from test_recurrent import one_thread  # noqa: F401  (the autouse fixture: tiny models run on one thread)
 from torch.nn import functional as F
 
 from course_lib import plotting
@@ -26,6 +25,8 @@ from course_lib.recurrent.language_model import (RecurrentLanguageModel, batchif
                                                 train_language_model)
 from course_lib.training import optimizer_step
 from course_lib.text.vocabulary import stream_ids, with_specials
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one torch thread (conftest.py)
 
 SPECIALS = ("<unk>", "<eos>")
 

@@ -28,13 +28,7 @@ TOLERANCE = {torch.float32: 1e-5, torch.float64: 1e-10}
 DTYPES = pytest.mark.parametrize("dtype", list(TOLERANCE), ids=["float32", "float64"])
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny matrices gain nothing from threads, and on a busy machine waking a second one costs milliseconds."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one torch thread (conftest.py)
 
 
 def assert_close(actual, expected, what: str):

@@ -38,12 +38,7 @@ SRC_V, TGT_V, EMBED, HIDDEN = 11, 9, 5, 6
 BOS, EOS = 1, 2
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one torch thread (conftest.py)
 
 
 def assert_close(actual, expected, what: str, atol: float = 1e-12):
