@@ -913,8 +913,7 @@ _BEAM_LOOP = """
             log_probs, state = step_fn(tokens, state)
             candidates = [(total + float(log_probs[k, w]), k, w) for k, (_, total) in enumerate(live)
                           for w in range(log_probs.shape[1])]"""
-answers("attention.decoding.beam_search", correct={
-    "python_lists": _BEAM_LOOP + """
+_BEAM = _BEAM_LOOP + """
             candidates.sort(key=lambda c: -c[0])
             kept = []
             for total, k, w in candidates[:beam_width]:
@@ -927,7 +926,17 @@ answers("attention.decoding.beam_search", correct={
         else:
             finished += [(words, total, None) for words, total in live]
         words, total, _ = max(finished, key=lambda f: f[1] / len(f[0]) ** alpha)
-        return words, total""",
+        return words, total"""
+
+
+def _beam_with(old: str, new: str) -> str:
+    """The correct beam search above with one piece changed (a mistake)."""
+    assert old in _BEAM, old
+    return _BEAM.replace(old, new)
+
+
+answers("attention.decoding.beam_search", correct={
+    "python_lists": _BEAM,
     "topk_and_index_select": """
         import heapq
         hypotheses, totals = [[]], torch.zeros(1, dtype=torch.float64)
@@ -951,34 +960,10 @@ answers("attention.decoding.beam_search", correct={
                 finished += list(zip(hypotheses, totals.tolist()))
         return heapq.nlargest(1, finished, key=lambda f: f[1] / len(f[0]) ** alpha)[0]""",
 }, wrong={
-    "no_length_normalisation": (_BEAM_LOOP + """
-            candidates.sort(key=lambda c: -c[0])
-            kept = []
-            for total, k, w in candidates[:beam_width]:
-                (finished if w == eos else kept).append((live[k][0] + [w], total, k))
-            if not kept:
-                break
-            live = [(words, total) for words, total, _ in kept]
-            state = None if state is None else state[torch.tensor([k for _, _, k in kept])]
-            tokens = torch.tensor([words[-1] for words, _ in live])
-        else:
-            finished += [(words, total, None) for words, total in live]
-        words, total, _ = max(finished, key=lambda f: f[1])
-        return words, total""", "wrong result"),
-    "normalised_score_returned": (_BEAM_LOOP + """
-            candidates.sort(key=lambda c: -c[0])
-            kept = []
-            for total, k, w in candidates[:beam_width]:
-                (finished if w == eos else kept).append((live[k][0] + [w], total, k))
-            if not kept:
-                break
-            live = [(words, total) for words, total, _ in kept]
-            state = None if state is None else state[torch.tensor([k for _, _, k in kept])]
-            tokens = torch.tensor([words[-1] for words, _ in live])
-        else:
-            finished += [(words, total, None) for words, total in live]
-        words, total, _ = max(finished, key=lambda f: f[1] / len(f[0]) ** alpha)
-        return words, total / len(words) ** alpha""", "wrong result"),
+    "no_length_normalisation": (_beam_with("key=lambda f: f[1] / len(f[0]) ** alpha)", "key=lambda f: f[1])"),
+                                "wrong result"),
+    "normalised_score_returned": (_beam_with("return words, total", "return words, total / len(words) ** alpha"),
+                                  "wrong result"),
     "finished_take_no_place": (_BEAM_LOOP + """
             candidates.sort(key=lambda c: -c[0])
             finished += [(live[k][0] + [w], total, k) for total, k, w in candidates[:beam_width] if w == eos]
@@ -992,33 +977,11 @@ answers("attention.decoding.beam_search", correct={
             finished += [(words, total, None) for words, total in live]
         words, total, _ = max(finished, key=lambda f: f[1] / len(f[0]) ** alpha)
         return words, total""", "wrong result"),
-    "states_not_reordered": (_BEAM_LOOP + """
-            candidates.sort(key=lambda c: -c[0])
-            kept = []
-            for total, k, w in candidates[:beam_width]:
-                (finished if w == eos else kept).append((live[k][0] + [w], total, k))
-            if not kept:
-                break
-            live = [(words, total) for words, total, _ in kept]  # the states stay in the order of the old beam
-            tokens = torch.tensor([words[-1] for words, _ in live])
-        else:
-            finished += [(words, total, None) for words, total in live]
-        words, total, _ = max(finished, key=lambda f: f[1] / len(f[0]) ** alpha)
-        return words, total""", None),
-    "live_hypotheses_dropped_at_max_len": (_BEAM_LOOP + """
-            candidates.sort(key=lambda c: -c[0])
-            kept = []
-            for total, k, w in candidates[:beam_width]:
-                (finished if w == eos else kept).append((live[k][0] + [w], total, k))
-            if not kept:
-                break
-            live = [(words, total) for words, total, _ in kept]
-            state = None if state is None else state[torch.tensor([k for _, _, k in kept])]
-            tokens = torch.tensor([words[-1] for words, _ in live])
-        if not finished:
-            return [], 0.0
-        words, total, _ = max(finished, key=lambda f: f[1] / len(f[0]) ** alpha)
-        return words, total""", "wrong result"),
+    "states_not_reordered": (_beam_with(  # the states stay in the order of the old beam
+        "            state = None if state is None else state[torch.tensor([k for _, _, k in kept])]\n", ""), None),
+    "live_hypotheses_dropped_at_max_len": (_beam_with(
+        "        else:\n            finished += [(words, total, None) for words, total in live]\n",
+        "        if not finished:\n            return [], 0.0\n"), "wrong result"),
 })
 
 
