@@ -17,8 +17,11 @@ that follow the book:
   phrases as a parallel corpus, padding masks and the masked softmax, additive and
   multiplicative attention, encoder-decoder models trained with teacher forcing,
   greedy and beam search, translation metrics (:doc:`/chapters/ch05_attention`).
-- ``course_lib.transformer`` (planned, chapters 6 to 8): the Transformer and the
-  models built on it.
+- :mod:`course_lib.transformer`: the Transformer, chapter 6 (and the models built on
+  it, chapters 7 and 8). Scaled dot-product and multi-head attention with padding and
+  causal masks, sinusoidal, learned, rotary and ALiBi positions, LayerNorm, pre-LN and
+  post-LN encoder and decoder blocks, the encoder-decoder Transformer and its decoding
+  (:doc:`/chapters/ch06_transformer`).
 - Shared by all chapters: :mod:`course_lib.checks` (argument checks),
   :mod:`course_lib.training` (what the training loops return, contexts that
   restore global state), :mod:`course_lib.progress` (progress bars),
@@ -58,9 +61,10 @@ letter      meaning
 ``G``       gate blocks stacked in a recurrent weight: 1 (RNN), 3 (GRU), 4 (LSTM)
 ``L``       number of layers
 ``A``       the inner size of the additive attention score
-``D``       model width of the Transformer (reserved, chapter 6 on)
-``nh``      number of attention heads (reserved)
-``hs``      size of one attention head (reserved)
+``D``       the model width of a Transformer: the size of every position's vector, chapter 6 on
+``nh``      attention heads
+``hs``      the size of one head, ``D / nh``
+``F``       the inner size of a Transformer's feed-forward network
 ``n_docs``  number of documents
 ``n_eval``  number of evaluations during a training run
 ==========  =====================================================================

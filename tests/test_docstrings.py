@@ -73,6 +73,8 @@ NO_ARRAYS = {
     "course_lib.diagrams.box",
     "course_lib.diagrams.arrow",
     "course_lib.diagrams.note",
+    "course_lib.transformer.multi_head.parameter_count",  # ints
+    "course_lib.transformer.embedding.rotary_for",  # a kind -> a function
     "course_lib.checks.positive_int",  # an int
     "course_lib.checks.nonnegative_int",  # an int
     "course_lib.checks.generator",  # a numpy Generator
