@@ -71,6 +71,14 @@ def positive_int(value, name: str) -> int:
     return int(value)
 
 
+def even_int(value, name: str) -> int:
+    """Return ``value`` as an int, raising unless it is a positive even integer. Chapter 6 on."""
+    value = positive_int(value, name)
+    if value % 2:
+        raise ValueError(f"{name} must be even (sines and cosines come in pairs), got {value}")
+    return value
+
+
 def nonnegative_int(value, name: str) -> int:
     """Return ``value`` as an int, raising unless it is an integer ``>= 0``. All chapters."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:

@@ -109,11 +109,27 @@ def _names_used(code: types.CodeType) -> set[str]:
     return names
 
 
+_ATTRIBUTE_OPS = {"LOAD_ATTR", "LOAD_METHOD", "STORE_ATTR", "DELETE_ATTR", "IMPORT_NAME", "IMPORT_FROM"}
+
+
+def _attribute_names(code: types.CodeType) -> set[str]:
+    """The names a code object reads as attributes or imports (``F.layer_norm``), nested code included."""
+    import dis
+
+    names = {i.argval for i in dis.get_instructions(code) if i.opname in _ATTRIBUTE_OPS}
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _attribute_names(const)
+    return names
+
+
 def _library_names(fn, seen: set | None = None) -> set[str]:
     """The names ``fn`` uses, following the helpers defined beside it (same module) into their own code.
 
     A helper the student wrote counts by what *it* uses, not by its name: a numpy-only
     function named ``cross_entropy`` is fine, a ``torch`` call inside a helper is not.
+    A library's attribute keeps counting when a function of the notebook has its name
+    (``F.layer_norm`` inside the student's own ``layer_norm``).
     """
     seen = set() if seen is None else seen
     if id(fn) in seen:
@@ -121,10 +137,13 @@ def _library_names(fn, seen: set | None = None) -> set[str]:
     seen.add(id(fn))
     names = set()
     module = getattr(fn, "__module__", None)
+    attributes = _attribute_names(fn.__code__)
     for name in _names_used(fn.__code__):
         value = getattr(fn, "__globals__", {}).get(name)
         if isinstance(value, types.FunctionType) and value.__module__ == module:
             names |= _library_names(value, seen)  # the student's own helper: look inside
+            if name in attributes:
+                names.add(name)  # also read from a library under the same name
         else:
             names.add(name)
     return names
@@ -208,3 +227,102 @@ class TorchDotAttention:
         identity = torch.eye(keys.shape[1], dtype=query.dtype).expand(keys.shape[0], -1, -1)  # (B, Tk, Tk)
         weights = F.scaled_dot_product_attention(query, keys, identity, attn_mask=mask[:, None, :], scale=1.0)
         return weights @ keys, weights
+
+
+class PlainScaledAttention:
+    """Scaled dot-product attention in plain PyTorch operations, for testing code that calls an attention. Chapter 6 on.
+
+    Called as ``attention(query, key, value, mask)`` with ``query`` ``(..., Tq, hs)``,
+    ``key`` and ``value`` ``(..., Tk, hs)`` and ``mask`` ``None``, bool (True where a query
+    may attend to a key) or float (added to the scores), broadcastable to ``(..., Tq, Tk)``,
+    it returns ``(output (..., Tq, hs), weights (..., Tq, Tk))`` with
+    ``weights = softmax(Q K^T / sqrt(hs) + M)``, as
+    :func:`course_lib.transformer.scaled_attention.scaled_dot_product_attention` does, but
+    written independently of it (and without ``torch.nn.functional.scaled_dot_product_attention``),
+    so a test of code that calls an attention does not depend on that exercise. It holds
+    no parameters, so test cases that hold it can be pickled.
+    """
+
+    def __call__(self, query, key, value, mask=None):
+        import torch
+
+        logits = torch.einsum("...qd,...kd->...qk", query, key) * query.shape[-1] ** -0.5  # (..., Tq, Tk)
+        if mask is None:
+            bias = torch.zeros((), dtype=logits.dtype)
+        elif mask.dtype == torch.bool:  # True to attend: 0 there, -inf elsewhere
+            bias = torch.zeros(mask.shape, dtype=logits.dtype).masked_fill(mask.logical_not(), -float("inf"))
+        else:
+            bias = mask.to(logits.dtype)
+        weights = (logits + bias).softmax(dim=-1)
+        return torch.einsum("...qk,...kd->...qd", weights, value), weights
+
+
+class TorchEncoderParts:
+    """The four parts of a pre-LN encoder block, all of them PyTorch's, for testing a block function. Chapter 6 on.
+
+    Wraps a ``torch.nn.TransformerEncoderLayer`` (``batch_first=True``, dropout 0) and
+    exposes what :func:`course_lib.transformer.blocks.pre_ln_encoder_block` uses:
+    ``norm1`` and ``norm2`` (the layer's ``nn.LayerNorm``), ``self_attention(x, mask)``
+    (its ``nn.MultiheadAttention`` with queries, keys and values all ``x``) and
+    ``feed_forward(x)`` (``linear2(relu(linear1(x)))``). ``mask`` follows course_lib's
+    convention: ``None``, bool (True to attend) or float (added to the scores),
+    broadcastable to ``(B, nh, T, T)``; it is converted to PyTorch's, where a True
+    forbids. No course_lib exercise runs inside, so a test of the block does not
+    depend on the other parts of an assignment; the block then equals
+    ``layer(x, src_mask=...)`` of the same layer with ``norm_first=True``.
+
+    Args:
+        layer: the ``nn.TransformerEncoderLayer``, used with its weights as they are.
+    """
+
+    def __init__(self, layer):
+        self.layer = layer
+
+    @classmethod
+    def random(cls, rng, width: int, num_heads: int, ff_size: int, scale: float = 0.5):
+        """A float64 layer of width ``D``, ``nh`` heads and feed-forward size ``F``, every weight drawn from ``rng``.
+
+        The weights (the ``(3D, D)`` attention projections, the ``(F, D)`` and ``(D, F)``
+        feed-forward maps, the LayerNorms' ``(D,)`` gains and biases...) are normal draws of
+        the numpy Generator ``rng`` times ``scale``, the gains around 1.
+        """
+        import torch
+        from torch import nn
+
+        layer = nn.TransformerEncoderLayer(width, num_heads, dim_feedforward=ff_size, dropout=0.0, batch_first=True,
+                                           norm_first=True, dtype=torch.float64)
+        with torch.no_grad():
+            for name, parameter in layer.named_parameters():
+                drawn = rng.normal(size=tuple(parameter.shape)) * scale
+                if name.startswith("norm") and name.endswith("weight"):
+                    drawn = drawn + 1.0  # LayerNorm gains around 1, each its own
+                parameter.copy_(torch.from_numpy(drawn))
+        return cls(layer)
+
+    @property
+    def norm1(self):
+        """The LayerNorm before the self-attention, ``(..., D) -> (..., D)``."""
+        return self.layer.norm1
+
+    @property
+    def norm2(self):
+        """The LayerNorm before the feed-forward network, ``(..., D) -> (..., D)``."""
+        return self.layer.norm2
+
+    def self_attention(self, x, mask=None):
+        """``(B, T, D) -> (B, T, D)``: PyTorch's multi-head attention of ``x`` to itself."""
+        import torch
+
+        batch, steps, _ = x.shape
+        heads = self.layer.self_attn.num_heads
+        torch_mask = None
+        if mask is not None:  # (B * nh, T, T), True (or -inf) where a query must not look
+            full = torch.as_tensor(mask).expand(batch, heads, steps, steps).reshape(batch * heads, steps, steps)
+            torch_mask = full.logical_not() if full.dtype == torch.bool else full.to(x.dtype)
+        return self.layer.self_attn(x, x, x, attn_mask=torch_mask, need_weights=False)[0]
+
+    def feed_forward(self, x):
+        """``W_2 relu(W_1 x + b_1) + b_2``, ``(..., D) -> (..., D)``."""
+        import torch
+
+        return self.layer.linear2(torch.relu(self.layer.linear1(x)))

@@ -77,6 +77,7 @@ NO_ARRAYS = {
     "course_lib.transformer.embedding.rotary_for",  # a kind -> a function
     "course_lib.checks.positive_int",  # an int
     "course_lib.checks.nonnegative_int",  # an int
+    "course_lib.checks.even_int",  # an int
     "course_lib.checks.generator",  # a numpy Generator
     "course_lib.progress.progress_bar",  # a tqdm bar
     "course_lib.testing.quiet",  # a context

@@ -985,6 +985,254 @@ answers("attention.decoding.beam_search", correct={
 })
 
 
+# ps06: the Transformer's parts. multi_head_attention gets an attention_fn and pre_ln_encoder_block a block
+# in every case (course_lib.testing's), so these answers call what they are given.
+_SDPA = """
+        scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+        if mask is not None and mask.dtype == torch.bool:
+            scores = scores.masked_fill(~mask, -math.inf)
+        elif mask is not None:
+            scores = scores + mask
+        weights = torch.softmax(scores, dim=-1)
+        return weights @ value, weights"""
+
+
+def _sdpa_with(old: str, new: str) -> str:
+    """The correct attention above with one piece changed (a mistake)."""
+    assert old in _SDPA, old
+    return _SDPA.replace(old, new)
+
+
+answers("transformer.scaled_attention.scaled_dot_product_attention", correct={
+    "einsum_and_where": """
+        scores = torch.einsum("...qd,...kd->...qk", query, key) / query.shape[-1] ** 0.5
+        if mask is not None:
+            scores = torch.where(mask, scores, -math.inf) if mask.dtype == torch.bool else scores + mask
+        weights = scores.softmax(dim=-1)
+        return torch.einsum("...qk,...kd->...qd", weights, value), weights""",
+    "scaled_query_fill_minus_1e9": """
+        q = query * (1.0 / math.sqrt(query.size(-1)))
+        scores = torch.matmul(q, key.transpose(-1, -2))
+        if mask is not None and mask.dtype == torch.bool:
+            scores = scores.masked_fill(mask.logical_not(), -1e9)
+        elif mask is not None:
+            scores = scores + mask
+        weights = torch.softmax(scores, dim=-1)
+        return torch.matmul(weights, value), weights""",
+    "exp_by_hand": """
+        scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+        if mask is not None:
+            bias = torch.zeros_like(scores).masked_fill(~mask, -math.inf) if mask.dtype == torch.bool else mask
+            scores = scores + bias
+        exps = torch.exp(scores - scores.amax(dim=-1, keepdim=True))
+        weights = exps / exps.sum(dim=-1, keepdim=True)
+        return weights @ value, weights""",
+}, wrong={
+    "no_scale": (_sdpa_with(" / math.sqrt(query.shape[-1])", ""), "wrong result"),
+    "scaled_by_the_number_of_keys": (_sdpa_with("math.sqrt(query.shape[-1])", "math.sqrt(key.shape[-2])"),
+                                     "wrong result"),
+    "divided_by_hs": (_sdpa_with("math.sqrt(query.shape[-1])", "query.shape[-1]"), "wrong result"),
+    "mask_multiplies_the_scores": (_sdpa_with("scores.masked_fill(~mask, -math.inf)", "scores * mask"),
+                                   "wrong result"),
+    "float_mask_ignored": (_sdpa_with("scores = scores + mask", "pass"), "wrong result"),
+    "softmax_over_the_queries": (_sdpa_with("torch.softmax(scores, dim=-1)", "torch.softmax(scores, dim=-2)"),
+                                 "wrong result"),
+    "weights_through_numpy": (_sdpa_with("weights = torch.softmax(scores, dim=-1)", """s = scores.detach().numpy()
+        e = np.exp(s - s.max(axis=-1, keepdims=True))
+        weights = torch.from_numpy(e / e.sum(axis=-1, keepdims=True))"""), "gradient"),
+})
+
+# multi_head_attention's default attention_fn is the notebook's part 1, which must exist (here, undone)
+_SDPA_CELL = '''
+def scaled_dot_product_attention(query, key, value, mask=None):
+    """The notebook's part 1, left undone: the tests of part 2 pass their own attention_fn."""
+    raise NotImplementedError()
+
+
+'''
+_MHA = """
+        size = query.shape[-1] // num_heads
+        w_q, w_k, w_v = in_weight.chunk(3)
+        b_q, b_k, b_v = in_bias.chunk(3)
+        def heads(x, w, b):  # (B, T, D) -> (B, nh, T, hs)
+            return (x @ w.T + b).reshape(x.shape[0], x.shape[1], num_heads, size).transpose(1, 2)
+        out, weights = attention_fn(heads(query, w_q, b_q), heads(key, w_k, b_k), heads(value, w_v, b_v), mask)
+        out = out.transpose(1, 2).reshape(query.shape)
+        return out @ out_weight.T + out_bias, weights"""
+
+
+def _mha_with(old: str, new: str) -> tuple[str, str]:
+    """The correct multi-head attention above with one piece changed (a mistake), after part 1's cell."""
+    assert old in _MHA, old
+    return _SDPA_CELL, _MHA.replace(old, new)
+
+
+answers("transformer.multi_head.multi_head_attention", correct={
+    "nested_helper": (_SDPA_CELL, _MHA),
+    "loop_over_heads": (_SDPA_CELL, """
+        size = query.shape[-1] // num_heads
+        q, k, v = (x @ w.T + b for x, w, b in zip((query, key, value), in_weight.chunk(3), in_bias.chunk(3)))
+        outs, weights = [], []
+        for h in range(num_heads):
+            cols = slice(h * size, (h + 1) * size)
+            m = None if mask is None else mask.expand(query.shape[0], num_heads, query.shape[1], key.shape[1])[:, h:h + 1]
+            o, w = attention_fn(q[:, None, :, cols], k[:, None, :, cols], v[:, None, :, cols], m)
+            outs.append(o[:, 0])
+            weights.append(w[:, 0])
+        return torch.nn.functional.linear(torch.cat(outs, dim=-1), out_weight, out_bias), torch.stack(weights, dim=1)"""),
+    "library_helpers": (_SDPA_CELL, """
+        q, k, v = (split_heads(torch.nn.functional.linear(x, w, b), num_heads)
+                   for x, w, b in zip((query, key, value), in_weight.split(query.shape[-1]),
+                                      in_bias.split(query.shape[-1])))
+        out, weights = attention_fn(q, k, v, mask=mask)
+        return torch.nn.functional.linear(merge_heads(out), out_weight, out_bias), weights"""),
+}, wrong={
+    "heads_without_transpose": (_mha_with(
+        ".reshape(x.shape[0], x.shape[1], num_heads, size).transpose(1, 2)",
+        ".reshape(x.shape[0], num_heads, x.shape[1], size)"), "wrong result"),
+    "key_and_value_blocks_swapped": (_mha_with("w_q, w_k, w_v = in_weight.chunk(3)", "w_q, w_v, w_k = in_weight.chunk(3)"),
+                                     "wrong result"),
+    "output_projection_not_transposed": (_mha_with("out @ out_weight.T", "out @ out_weight"), "wrong result"),
+    "output_bias_forgotten": (_mha_with("return out @ out_weight.T + out_bias, weights", "return out @ out_weight.T, weights"),
+                              "wrong result"),
+    "weights_averaged_over_heads": (_mha_with("+ out_bias, weights", "+ out_bias, weights.mean(dim=1)"), "shape"),
+    "mask_dropped": (_mha_with("heads(value, w_v, b_v), mask)", "heads(value, w_v, b_v), None)"), "wrong result"),
+})
+
+answers("transformer.positions.sinusoidal_encoding", correct={
+    "numpy_then_torch": """
+        angles = np.arange(steps)[:, None] / base ** (np.arange(0, width, 2) / width)
+        table = np.zeros((steps, width))
+        table[:, ::2], table[:, 1::2] = np.sin(angles), np.cos(angles)
+        return torch.from_numpy(table).float()""",
+    "outer_and_stack": """
+        t = torch.arange(steps, dtype=torch.float64)
+        w = torch.exp(-math.log(base) * torch.arange(width // 2, dtype=torch.float64) * 2 / width)
+        angles = torch.outer(t, w)
+        return torch.stack([angles.sin(), angles.cos()], dim=-1).reshape(steps, width).to(torch.float32)""",
+    "python_loops": """
+        rows = []
+        for t in range(steps):
+            row = []
+            for i in range(width // 2):
+                row += [math.sin(t * base ** (-2 * i / width)), math.cos(t * base ** (-2 * i / width))]
+            rows.append(row)
+        return torch.tensor(rows, dtype=torch.float32)""",
+}, wrong={
+    "column_index_in_the_speed": ("""
+        speeds = base ** (-torch.arange(width, dtype=torch.float64) / width)  # one per column
+        angles = torch.arange(steps, dtype=torch.float64)[:, None] * speeds
+        table = torch.where(torch.arange(width) % 2 == 0, angles.sin(), angles.cos())
+        return table.float()""", "wrong result"),
+    "sines_then_cosines": ("""
+        angles = torch.arange(steps, dtype=torch.float64)[:, None] * base ** (-torch.arange(0, width, 2) / width)
+        return torch.cat([angles.sin(), angles.cos()], dim=1).float()""", "wrong result"),
+    "sin_and_cos_swapped": ("""
+        angles = torch.arange(steps, dtype=torch.float64)[:, None] * base ** (-torch.arange(0, width, 2) / width)
+        return torch.stack([angles.cos(), angles.sin()], dim=-1).reshape(steps, width).float()""", "wrong result"),
+    "float32_angles": ("""
+        t = torch.arange(steps, dtype=torch.float32)[:, None]
+        speeds = base ** (-torch.arange(0, width, 2, dtype=torch.float32) / width)
+        return torch.stack([(t * speeds).sin(), (t * speeds).cos()], dim=-1).reshape(steps, width)""", "wrong result"),
+    "float64_returned": ("""
+        angles = torch.arange(steps, dtype=torch.float64)[:, None] * base ** (-torch.arange(0, width, 2) / width)
+        return torch.stack([angles.sin(), angles.cos()], dim=-1).reshape(steps, width)""", "dtype"),
+})
+
+answers("transformer.positions.rope", correct={
+    "complex_numbers": """
+        size, steps = x.shape[-1], x.shape[-2]
+        pairs = torch.view_as_complex(x.reshape(*x.shape[:-1], size // 2, 2).contiguous())
+        t = torch.arange(start, start + steps, dtype=torch.float64)[:, None]
+        turn = torch.polar(torch.ones(steps, size // 2, dtype=torch.float64), t * base ** (-torch.arange(0, size, 2) / size))
+        return torch.view_as_real(pairs * turn.to(pairs.dtype)).reshape(x.shape)""",
+    "partner_and_repeat_interleave": """
+        t = torch.arange(start, start + x.shape[-2], dtype=torch.float64)
+        theta = base ** (-torch.arange(0, x.shape[-1], 2, dtype=torch.float64) / x.shape[-1])
+        angles = torch.repeat_interleave(t[:, None] * theta, 2, dim=-1)  # (T, hs): each angle twice
+        partner = torch.stack([-x[..., 1::2], x[..., 0::2]], dim=-1).flatten(-2)  # (-x1, x0, -x3, x2, ...)
+        return x * angles.cos().to(x.dtype) + partner * angles.sin().to(x.dtype)""",
+}, wrong={
+    "pairs_of_halves": ("""
+        half = x.shape[-1] // 2
+        t = torch.arange(start, start + x.shape[-2], dtype=torch.float64)[:, None]
+        angles = t * base ** (-torch.arange(0, x.shape[-1], 2, dtype=torch.float64) / x.shape[-1])
+        cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+        first, second = x[..., :half], x[..., half:]
+        return torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1)""", "wrong result"),
+    "start_ignored": ("""
+        t = torch.arange(x.shape[-2], dtype=torch.float64)[:, None]
+        angles = t * base ** (-torch.arange(0, x.shape[-1], 2, dtype=torch.float64) / x.shape[-1])
+        cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+        even, odd = x[..., ::2], x[..., 1::2]
+        return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)""", "wrong result"),
+    "theta_from_the_pair_index_alone": ("""
+        t = torch.arange(start, start + x.shape[-2], dtype=torch.float64)[:, None]
+        angles = t * base ** (-torch.arange(x.shape[-1] // 2, dtype=torch.float64) / x.shape[-1])
+        cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+        even, odd = x[..., ::2], x[..., 1::2]
+        return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)""", "wrong result"),
+    "turned_backwards": ("""
+        t = torch.arange(start, start + x.shape[-2], dtype=torch.float64)[:, None]
+        angles = t * base ** (-torch.arange(0, x.shape[-1], 2, dtype=torch.float64) / x.shape[-1])
+        cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+        even, odd = x[..., ::2], x[..., 1::2]
+        return torch.stack([even * cos + odd * sin, odd * cos - even * sin], dim=-1).flatten(-2)""", "wrong result"),
+})
+
+answers("transformer.layer_norm.layer_norm", correct={
+    "var_unbiased_false": """
+        mu = x.mean(-1, keepdim=True)
+        return (x - mu) * torch.rsqrt(x.var(-1, unbiased=False, keepdim=True) + eps) * weight + bias""",
+    "centred_then_rms": """
+        centred = x - x.sum(dim=-1, keepdim=True) / x.shape[-1]
+        return weight * centred / (centred * centred).mean(dim=-1, keepdim=True).add(eps).sqrt() + bias""",
+}, wrong={
+    "unbiased_variance": ("""
+        mu = x.mean(-1, keepdim=True)
+        return (x - mu) / torch.sqrt(x.var(-1, keepdim=True) + eps) * weight + bias""", "wrong result"),
+    "eps_outside_the_square_root": ("""
+        mu = x.mean(-1, keepdim=True)
+        return (x - mu) / (x.std(-1, unbiased=False, keepdim=True) + eps) * weight + bias""", "wrong result"),
+    "mean_of_squares_minus_square_of_mean": ("""
+        mu = x.mean(-1, keepdim=True)
+        variance = (x ** 2).mean(-1, keepdim=True) - mu ** 2
+        return (x - mu) / torch.sqrt(variance + eps) * weight + bias""", "wrong result"),
+    "statistics_over_every_axis": ("""
+        return (x - x.mean()) / torch.sqrt(x.var(unbiased=False) + eps) * weight + bias""", "wrong result"),
+    "weight_and_bias_swapped": ("""
+        mu = x.mean(-1, keepdim=True)
+        return (x - mu) / torch.sqrt(((x - mu) ** 2).mean(-1, keepdim=True) + eps) * bias + weight""", "wrong result"),
+})
+
+answers("transformer.blocks.pre_ln_encoder_block", correct={
+    "other_names": """
+        residual = x + block.self_attention(block.norm1(x), mask)
+        return residual + block.feed_forward(block.norm2(residual))""",
+    "loop_over_sublayers": """
+        for norm, sublayer in ((block.norm1, lambda z: block.self_attention(z, mask)), (block.norm2, block.feed_forward)):
+            x = x + sublayer(norm(x))
+        return x""",
+}, wrong={
+    "post_ln": ("""
+        h = block.norm1(x + block.self_attention(x, mask))
+        return block.norm2(h + block.feed_forward(h))""", "wrong result"),
+    "norms_swapped": ("""
+        h = x + block.self_attention(block.norm2(x), mask)
+        return h + block.feed_forward(block.norm1(h))""", "wrong result"),
+    "residual_from_the_normalised_input": ("""
+        n = block.norm1(x)
+        h = n + block.self_attention(n, mask)
+        n = block.norm2(h)
+        return n + block.feed_forward(n)""", "wrong result"),
+    "mask_dropped": ("""
+        h = x + block.self_attention(block.norm1(x), None)
+        return h + block.feed_forward(block.norm2(h))""", "wrong result"),
+    "one_residual_for_both": ("""
+        return x + block.feed_forward(block.norm2(block.self_attention(block.norm1(x), mask)))""", "wrong result"),
+})
+
+
 # ---------------------------------------------------------------------------------------------
 # Machinery: the notebook-like namespace, the answers' sources, the entries of the answer keys
 # ---------------------------------------------------------------------------------------------
@@ -1069,8 +1317,9 @@ def test_a_correct_answer_passes_every_case(key, name):
 
 @pytest.mark.parametrize("key,name", _params("wrong"))
 def test_a_wrong_answer_fails_in_several_hidden_cases(key, name):
-    body, reason = ANSWERS[key]["wrong"][name]
-    fn = load_answer(key, answer_source(key, body))
+    answer, reason = ANSWERS[key]["wrong"][name]
+    prelude, body = answer if isinstance(answer, tuple) else ("", answer)  # prelude: earlier cells
+    fn = load_answer(key, answer_source(key, body, prelude))
     failed = {"visible": [], "hidden": []}
     for entry, outcomes in run(key, fn):
         problems = verdicts.case_problems(entry, outcomes, secret=entry["kind"] == "hidden")

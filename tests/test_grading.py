@@ -258,7 +258,8 @@ def graded_with_experiments(tmp_path_factory, root):
     return grade
 
 
-@pytest.mark.parametrize("assignment", [ASSIGNMENT, *["ps02_word2vec", "ps03_rnn", "ps04_lstm", "ps05_attention"]])
+@pytest.mark.parametrize("assignment", [ASSIGNMENT, *["ps02_word2vec", "ps03_rnn", "ps04_lstm", "ps05_attention",
+                                                       "ps06_transformer"]])
 def test_experiments_run_by_default_without_an_error_and_reach_the_feedback(graded_with_experiments, assignment):
     """Without --no-experiments the ungraded sections run too (in the sandbox), for the feedback:
     with the solution's answers every cell of the notebook runs without an error."""
@@ -271,11 +272,12 @@ def test_experiments_run_by_default_without_an_error_and_reach_the_feedback(grad
     assert experiments and all(c.outputs for c in experiments if "print(" in c.source)
 
 
-def test_ps05_states_the_numbers_its_reference_run_prints(graded_with_experiments, root):
-    """ps05's experiment section states the exact match, BLEU and chrF that course_lib's reference
-    functions reach; the full-marks submission (the reference answers) graded in the sandbox prints
-    them again. Another CPU rounds differently and training amplifies it a little: within 2 points."""
-    assignment = "ps05_attention"
+@pytest.mark.parametrize("assignment", ["ps05_attention", "ps06_transformer"])
+def test_translation_experiments_state_the_numbers_their_reference_runs_print(graded_with_experiments, root,
+                                                                              assignment):
+    """The translation experiments (ps05, ps06) state the exact match, BLEU and chrF that course_lib's
+    reference functions reach; the full-marks submission (the reference answers) graded in the sandbox
+    prints them again. Another CPU rounds differently and training amplifies it a little: within 2 points."""
     release = nbformat.read(root / "exercises" / assignment / f"{assignment}.ipynb", as_version=4)
     text = " ".join(" ".join(c.source.split()) for c in release.cells if c.cell_type == "markdown")
     stated = re.search(r"reference functions the same run reaches an exact match of \*\*([\d.]+) %\*\*, "
@@ -328,13 +330,15 @@ def test_gradebook_accepts_another_database_url(tmp_path, root):
         assert gb.find_assignment(ASSIGNMENT).max_score == 100
 
 
-LATER = ["ps02_word2vec", "ps03_rnn", "ps04_lstm", "ps05_attention"]
+LATER = ["ps02_word2vec", "ps03_rnn", "ps04_lstm", "ps05_attention", "ps06_transformer"]
 # One plausible mistake per assignment: (function, text of the answer, the mistaken text).
 MISTAKES = {
     "ps02_word2vec": ("procrustes", "return u @ vt", "return vt.T @ u.T"),  # the inverse rotation
     "ps03_rnn": ("rnn_step", "h_prev @ U.T", "h_prev @ U"),  # the recurrent matrix not transposed
     "ps04_lstm": ("lstm_cell", "a_i, a_f, a_g, a_o = a.chunk", "a_f, a_i, a_g, a_o = a.chunk"),  # gates swapped
     "ps05_attention": ("general_attention", "keys @ weight.T", "keys @ weight"),  # q^T W^T k instead of q^T W k
+    # no 1/sqrt(hs): the other parts' tests pass course_lib's attention, so only this function's points go
+    "ps06_transformer": ("scaled_dot_product_attention", " / math.sqrt(query.shape[-1])", ""),
 }
 
 

@@ -26,13 +26,6 @@ KINDS = ("none", "sinusoidal", "learned", "rope", "alibi")
 """The position encodings a :class:`~course_lib.transformer.translator.Transformer` can use."""
 
 
-def _even(value, name: str) -> int:
-    value = checks.positive_int(value, name)
-    if value % 2:
-        raise ValueError(f"{name} must be even (sines and cosines come in pairs), got {value}")
-    return value
-
-
 def sinusoidal_encoding(steps, width, base=10000.0):
     """The sinusoidal position encodings ``PE[t, 2i] = sin(t w_i)``, ``PE[t, 2i+1] = cos(t w_i)``.
 
@@ -49,7 +42,7 @@ def sinusoidal_encoding(steps, width, base=10000.0):
     Returns:
         ``(T, D)`` float32 tensor.
     """
-    steps, width = checks.positive_int(steps, "steps"), _even(width, "width")
+    steps, width = checks.positive_int(steps, "steps"), checks.even_int(width, "width")
     ### BEGIN SOLUTION
     t = torch.arange(steps, dtype=torch.float64)[:, None]  # (T, 1)
     speeds = base ** (-torch.arange(0, width, 2, dtype=torch.float64) / width)  # (D/2,)
@@ -80,7 +73,7 @@ def rope(x, base=10000.0, start=0):
     """
     if not isinstance(x, torch.Tensor) or x.dim() < 2 or not x.is_floating_point():
         raise ValueError(f"x must be a float tensor of shape (..., T, hs), got {getattr(x, 'shape', type(x).__name__)}")
-    size = _even(x.shape[-1], "the head size hs")
+    size = checks.even_int(x.shape[-1], "the head size hs")
     start = checks.nonnegative_int(start, "start")
     ### BEGIN SOLUTION
     t = torch.arange(start, start + x.shape[-2], dtype=torch.float64)[:, None]  # (T, 1)
