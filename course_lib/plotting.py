@@ -205,3 +205,47 @@ def attention_heatmap(weights, source: Sequence[str], output: Sequence[str], ax=
     if title:
         ax.set_title(title)
     return ax
+
+
+def attention_heads(weights, source: Sequence[str], output: Sequence[str], axes=None,
+                    titles: Sequence[str] | None = None, source_label: str = "source", output_label: str = "output"):
+    """Heatmaps of the attention weights of several heads side by side, sharing the word labels. Chapter 6 on.
+
+    Args:
+        weights: ``(nh, Tq, Tk)`` array, one ``(Tq, Tk)`` map per head (or per layer), each row summing to 1.
+        source: the ``Tk`` key words (columns). output: the ``Tq`` query words (rows).
+        axes: ``nh`` ``Axes`` to draw on, e.g. one row of ``plt.subplots``; a new figure of one
+            row if ``None``.
+        titles: one title per map (default "head 1", "head 2", ...).
+        source_label, output_label: the axis labels; the rows are labelled on the first map only.
+
+    Returns:
+        the ``nh`` Axes, as a list.
+    """
+    import matplotlib.pyplot as plt
+
+    w = np.asarray(weights, dtype=np.float64)
+    if w.ndim != 3 or w.shape[1:] != (len(output), len(source)):
+        raise ValueError(f"weights must have shape (nh, Tq, Tk) = (?, {len(output)}, {len(source)}), got {w.shape}")
+    titles = list(titles) if titles is not None else [f"head {h + 1}" for h in range(len(w))]
+    if len(titles) != len(w):
+        raise ValueError(f"titles must give one title per map ({len(w)}), got {len(titles)}")
+    if axes is None:
+        _fig, axes = plt.subplots(1, len(w), figsize=(min(2.2 * len(w) + 1.0, 8.0), 0.3 * len(output) + 1.8),
+                                  layout="constrained", squeeze=False)
+    axes = list(np.ravel(axes))
+    if len(axes) != len(w):
+        raise ValueError(f"axes must hold one Axes per map ({len(w)}), got {len(axes)}")
+    for h, ax in enumerate(axes):
+        ax.imshow(w[h], cmap="Greys", vmin=0.0, vmax=1.0, aspect="auto")
+        ax.set_xticks(range(len(source)), source, rotation=90)
+        if h == 0:
+            ax.set_yticks(range(len(output)), output)
+        else:  # leave the labels of the first map alone (the maps may share their y axis)
+            ax.set_yticks(range(len(output)))
+            ax.tick_params(labelleft=False)
+        ax.grid(False)
+        ax.set_title(titles[h])
+        ax.set_xlabel(source_label)
+    axes[0].set_ylabel(output_label)
+    return axes

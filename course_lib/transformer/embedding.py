@@ -36,6 +36,9 @@ class TokenEmbedding(nn.Module):
             raise ValueError(f"positions must be one of {KINDS}, got {positions!r}")
         self.kind, self.width, self.max_len = positions, width, checks.positive_int(max_len, "max_len")
         self.embedding = nn.Embedding(checks.positive_int(vocab_size, "vocab_size"), width, padding_idx=0)
+        with torch.no_grad():  # std D^(-1/2), so that sqrt(D) * E[ids] has unit scale, as the positions have
+            nn.init.normal_(self.embedding.weight, std=checks.positive_int(width, "width") ** -0.5)
+            self.embedding.weight[0] = 0.0
         self.learned = nn.Embedding(max_len, width) if positions == "learned" else None
         table = (sinusoidal_fn or sinusoidal_encoding)(max_len, width) if positions == "sinusoidal" else None
         self.register_buffer("table", table, persistent=False)
