@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import time
 
 import torch
 from torch.nn import functional as F
@@ -30,23 +29,14 @@ from torch.nn import functional as F
 from course_lib.attention.masking import padding_mask
 from course_lib.attention.scores import dot_attention
 from course_lib.attention.seq2seq import Decoder
+from timing import interleaved
 
 TARGET = 1.5
 
 
-def interleaved(steps: dict, rounds: int, runs: int, warmup: int = 3) -> dict:
-    """Median seconds per call of each step function, rounds interleaved."""
-    for step in steps.values():
-        for _ in range(warmup):
-            step()
-    per_round = {name: [] for name in steps}
-    for number in range(rounds):
-        for name in (list(steps) if number % 2 == 0 else list(reversed(steps))):
-            start = time.perf_counter()
-            for _ in range(runs):
-                steps[name]()
-            per_round[name].append((time.perf_counter() - start) / runs)
-    return {name: statistics.median(times) for name, times in per_round.items()}
+def median_times(steps: dict, rounds: int, runs: int) -> dict:
+    """Median seconds per call of each step function, rounds interleaved, after 3 warm-up calls."""
+    return {name: statistics.median(t) for name, t in interleaved(steps, rounds, runs, warmup=3).items()}
 
 
 def attention_case(batch, queries, keys, hidden, rounds, runs):
@@ -68,7 +58,7 @@ def attention_case(batch, queries, keys, hidden, rounds, runs):
 
     difference = (dot_attention(q, k, mask)[0]
                   - F.scaled_dot_product_attention(q, k, k, attn_mask=mask[:, None, :], scale=1.0)).abs().max().item()
-    times = interleaved({"torch": theirs, "ours": ours}, rounds, runs)
+    times = median_times({"torch": theirs, "ours": ours}, rounds, runs)
     label = f"attention B={batch} Tq={queries} Tk={keys} H={hidden}"
     return label, difference, times
 
@@ -103,7 +93,7 @@ def decoder_case(rounds, runs, batch=64, steps=17, embed=64, hidden=128, vocab=3
         return step
 
     difference = (ours_forward() - theirs_forward()).abs().max().item()
-    times = interleaved({"torch": backward(theirs_forward), "ours": backward(ours_forward)}, rounds, runs)
+    times = median_times({"torch": backward(theirs_forward), "ours": backward(ours_forward)}, rounds, runs)
     return f"plain decoder B={batch} T={steps} H={hidden}", difference, times
 
 

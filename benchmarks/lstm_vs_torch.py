@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
-import time
 import warnings
 
 import torch
 
 from course_lib.recurrent.layers import RecurrentNetwork
+from timing import cpu_name, interleaved
 
 BATCH, STEPS, HIDDEN = 32, 64, 256
 TARGET = 2.0
@@ -50,19 +49,6 @@ def forward_only(module, x):
     return step
 
 
-def interleaved(steps: dict, rounds: int, runs: int) -> dict:
-    """Seconds per call of each step function: one mean over ``runs`` calls per round, rounds interleaved."""
-    per_round = {name: [] for name in steps}
-    for number in range(rounds):
-        order = list(steps) if number % 2 == 0 else list(reversed(steps))
-        for name in order:
-            start = time.perf_counter()
-            for _ in range(runs):
-                steps[name]()
-            per_round[name].append((time.perf_counter() - start) / runs)
-    return per_round
-
-
 def max_differences(ours, theirs, x, probe) -> dict:
     """Largest absolute differences of outputs, final states and weight gradients."""
     results = {}
@@ -79,14 +65,6 @@ def max_differences(ours, theirs, x, probe) -> dict:
         ((getattr(cell, n).grad - getattr(theirs, n + "_l0").grad).abs().max()
          / getattr(theirs, n + "_l0").grad.abs().max()).item() for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"))
     return results
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or "unknown CPU"
 
 
 def main():

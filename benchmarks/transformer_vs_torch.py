@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import time
 
@@ -41,24 +40,10 @@ from torch import nn
 
 from course_lib.transformer.blocks import EncoderBlock
 from course_lib.transformer.multi_head import MultiHeadAttention, attention_mask
+from timing import cpu_name, interleaved
 
 BATCH, STEPS, WIDTH, HEADS, FF = 32, 128, 256, 8, 1024
 TARGET = 1.25
-
-
-def interleaved(steps: dict, rounds: int, runs: int, warmup: int, clock=time.perf_counter) -> dict:
-    """Seconds per call of each step function: one mean over ``runs`` calls per round, rounds interleaved."""
-    for step in steps.values():
-        for _ in range(warmup):
-            step()
-    per_round = {name: [] for name in steps}
-    for number in range(rounds):
-        for name in (list(steps) if number % 2 == 0 else list(reversed(steps))):
-            start = clock()
-            for _ in range(runs):
-                steps[name]()
-            per_round[name].append((clock() - start) / runs)
-    return per_round
 
 
 def forward_backward(module, forward, x, probe):
@@ -99,14 +84,6 @@ def row(label: str, kind: str, times: dict, target: float | None) -> str:
     verdict = f"  (target <= {target:g}: {'met' if ratio <= target else 'missed'})" if target else ""
     return (f"{label:<26}{kind:<18}{median['torch']:>9.1f} ({best['torch']:>5.1f}){median['ours']:>11.1f} "
             f"({best['ours']:>5.1f}){ratio:>9.2f} ({best['ours'] / best['torch']:.2f}){verdict}")
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or "unknown CPU"
 
 
 def main():

@@ -23,6 +23,7 @@ import torch
 from torch.nn import functional as F
 
 from course_lib import checks
+from course_lib.attention.teacher_forcing import pad_batch
 from course_lib.training import eval_mode
 
 
@@ -206,10 +207,7 @@ def greedy_translate(model, sources, bos: int, eos: int, max_len: int = 30, batc
     with eval_mode(model):
         for start in range(0, len(sources), checks.positive_int(batch_size, "batch_size")):
             chunk = sources[start:start + batch_size]
-            lengths = torch.tensor([len(s) for s in chunk])
-            padded = torch.zeros(len(chunk), int(lengths.max()), dtype=torch.int64)
-            for row, sentence in enumerate(chunk):
-                padded[row, :len(sentence)] = torch.as_tensor(np.asarray(sentence))
+            padded, lengths = pad_batch(chunk)
             memory, state, mask = model.encode(padded, lengths)
             token, steps, weights = torch.full((len(chunk),), bos), [], []
             for _ in range(max_len):

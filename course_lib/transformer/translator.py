@@ -21,6 +21,7 @@ from torch.nn import functional as F
 
 from course_lib import checks
 from course_lib.attention.masking import padding_mask
+from course_lib.attention.teacher_forcing import pad_batch
 from course_lib.training import eval_mode
 from course_lib.transformer.blocks import DecoderBlock, EncoderBlock, Stack
 from course_lib.transformer.embedding import TokenEmbedding, rotary_for, self_attention_mask
@@ -142,10 +143,7 @@ def transformer_translate(model: Transformer, sources, bos: int, eos: int, max_l
     with eval_mode(model):
         for start in range(0, len(sources), checks.positive_int(batch_size, "batch_size")):
             chunk = sources[start:start + batch_size]
-            lengths = torch.tensor([len(s) for s in chunk])
-            padded = torch.zeros(len(chunk), int(lengths.max()), dtype=torch.int64)
-            for row, sentence in enumerate(chunk):
-                padded[row, :len(sentence)] = torch.as_tensor(np.asarray(sentence))
+            padded, lengths = pad_batch(chunk)
             memory, mask = model.encode(padded, lengths)
             prefix = torch.full((len(chunk), 1), bos)
             for _ in range(max_len):
