@@ -9,7 +9,6 @@ permutation-equivariant. See :doc:`/chapters/ch06_transformer`.
 from __future__ import annotations
 
 import math
-from functools import partial
 
 import torch
 from torch import nn
@@ -58,7 +57,7 @@ class TokenEmbedding(nn.Module):
 
 def rotary_for(positions: str, rope_fn=None):
     """The ``rotary`` argument of attention for a kind of positions: RoPE's rotation, or ``None``. Chapter 6."""
-    return partial(rope_fn or rope) if positions == "rope" else None
+    return (rope_fn or rope) if positions == "rope" else None
 
 
 def self_attention_mask(positions: str, num_heads: int, padding=None, causal: bool = False, steps: int = 1):

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from course_lib import checks
-from course_lib.transformer.scaled_attention import scaled_dot_product_attention
+from course_lib.transformer.scaled_attention import causal_mask, scaled_dot_product_attention
 
 
 def split_heads(x, num_heads: int):
@@ -107,7 +107,7 @@ def attention_mask(padding=None, causal: bool = False, steps: int | None = None,
     if padding is not None:
         allowed = padding[:, None, None, :]  # (B, 1, 1, Tk)
     if causal:
-        future = torch.ones(steps, steps, dtype=torch.bool).tril()[None, None]  # (1, 1, T, T)
+        future = causal_mask(steps)[None, None]  # (1, 1, T, T)
         allowed = future if allowed is None else allowed & future
     if bias is None:
         return allowed
