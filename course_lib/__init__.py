@@ -22,6 +22,11 @@ that follow the book:
   causal masks, sinusoidal, learned, rotary and ALiBi positions, LayerNorm, pre-LN and
   post-LN encoder and decoder blocks, the encoder-decoder Transformer and its decoding
   (:doc:`/chapters/ch06_transformer`).
+- :mod:`course_lib.gpt`: GPT, chapter 7. Causal self-attention with a KV cache, the
+  decoder-only language model with GPT-2's layout and weight copying to and from
+  ``transformers``, the warm-up and cosine schedule, sliding-window perplexity,
+  temperature, top-k, top-p and repetition penalties, generation and beam search
+  (:doc:`/chapters/ch07_gpt`).
 - Shared by all chapters: :mod:`course_lib.checks` (argument checks),
   :mod:`course_lib.training` (what the training loops return, contexts that
   restore global state), :mod:`course_lib.progress` (progress bars),
@@ -65,6 +70,7 @@ letter      meaning
 ``nh``      attention heads
 ``hs``      the size of one head, ``D / nh``
 ``F``       the inner size of a Transformer's feed-forward network
+``P``       positions already held in a KV cache, chapter 7 on
 ``n_docs``  number of documents
 ``n_eval``  number of evaluations during a training run
 ==========  =====================================================================

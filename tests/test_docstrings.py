@@ -75,6 +75,11 @@ NO_ARRAYS = {
     "course_lib.diagrams.note",
     "course_lib.transformer.multi_head.parameter_count",  # ints
     "course_lib.transformer.embedding.rotary_for",  # a kind -> a function
+    "course_lib.gpt.generation.distinct_n",  # token sequences -> a float
+    "course_lib.gpt.training.warmup_cosine",  # ints -> a function
+    "course_lib.gpt.model.GPTConfig.gpt2_config_kwargs",  # a dict of sizes
+    "course_lib.gpt.model.GPT.reset_parameters",  # in place
+    "course_lib.gpt.model.GPT.num_parameters",  # an int
     "course_lib.checks.positive_int",  # an int
     "course_lib.checks.nonnegative_int",  # an int
     "course_lib.checks.even_int",  # an int

@@ -91,7 +91,8 @@ def detach_state(state):
 def train_language_model(model: nn.Module, ids, steps: int, seq_len: int = 64, batch_size: int = 32,
                          lr: float = 3e-3, max_norm: float | None = 1.0, weight_decay: float = 0.0,
                          valid_ids=None, eval_every: int = 100, seed: int = 0,
-                         progress: bool = True) -> TrainingHistory:
+                         progress: bool = True, schedule: Callable | None = None, carry_state: bool = True,
+                         evaluate_fn: Callable | None = None) -> TrainingHistory:
     """Train a language model with Adam and truncated BPTT on a stream of ids. Chapters 3 and 4.
 
     Each step reads the next ``(B, T)`` chunk of :func:`batchify`'s rows,
@@ -99,7 +100,9 @@ def train_language_model(model: nn.Module, ids, steps: int, seq_len: int = 64, b
     is carried to the next chunk with :func:`detach_state` and reset when the
     rows wrap around. Gradients are clipped to global norm ``max_norm``;
     ``weight_decay`` adds the L2 penalty ``lambda ||theta||^2 / 2`` to the loss
-    through Adam's gradient.
+    through Adam's gradient. ``schedule(step)`` multiplies the learning rate of step
+    ``step = 1 .. steps`` (chapter 7's warm-up and cosine decay); with
+    ``carry_state=False`` every chunk starts from ``state=None``, as a Transformer reads it.
 
     Args:
         model: maps ``(B, T)`` ids and a state to ``(B, T, V)`` logits and a state.
@@ -110,6 +113,10 @@ def train_language_model(model: nn.Module, ids, steps: int, seq_len: int = 64, b
         valid_ids: ``(M,)`` ids to measure perplexity on every ``eval_every`` steps, or ``None``.
         seed: seeds dropout (torch's global generator, restored afterwards: :func:`~course_lib.training.torch_seed`).
         progress: show a tqdm bar.
+        schedule: ``None`` (constant ``lr``) or ``step -> factor``.
+        carry_state: carry the state from chunk to chunk (recurrent models) or not.
+        evaluate_fn: ``(model, valid_ids) -> perplexity`` (default: :func:`evaluate_perplexity`
+            with the training ``T`` and ``B``).
 
     Returns:
         a :class:`~course_lib.training.TrainingHistory` with records ``"loss"`` ``(steps,)``,
@@ -124,6 +131,8 @@ def train_language_model(model: nn.Module, ids, steps: int, seq_len: int = 64, b
     if data.shape[1] <= seq_len:
         raise ValueError(f"each of the {batch_size} rows has {data.shape[1]} tokens; need more than seq_len={seq_len}")
     optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
+    factor = schedule or (lambda step: 1.0)
+    evaluate_fn = evaluate_fn or (lambda m, v: evaluate_perplexity(m, v, seq_len, batch_size))
     history = {"loss": [], "grad_norm": [], "valid_step": [], "valid_perplexity": []}
     state, position = None, 0
     with torch_seed(seed), progress_bar(steps, "training", progress) as bar:
@@ -134,13 +143,15 @@ def train_language_model(model: nn.Module, ids, steps: int, seq_len: int = 64, b
             targets = data[:, position + 1:position + seq_len + 1]  # (B, T)
             position += seq_len
             model.train()
-            logits, state = model(inputs, detach_state(state))  # (B, T, V)
+            for group in optimizer.param_groups:
+                group["lr"] = lr * factor(step)
+            logits, state = model(inputs, detach_state(state) if carry_state else None)  # (B, T, V)
             loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
             history["grad_norm"].append(optimizer_step(model, optimizer, loss, max_norm))
             history["loss"].append(loss.item())
             if valid_ids is not None and (step % eval_every == 0 or step == steps):
                 history["valid_step"].append(step)
-                history["valid_perplexity"].append(evaluate_perplexity(model, valid_ids, seq_len, batch_size))
+                history["valid_perplexity"].append(evaluate_fn(model, valid_ids))
             bar.update(1)
             bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
     return TrainingHistory(history)

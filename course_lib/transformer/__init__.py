@@ -1,4 +1,4 @@
-"""Chapters 6 to 8, the Transformer: scaled dot-product and multi-head attention, masks, positional
+"""Chapter 6, the Transformer: scaled dot-product and multi-head attention, masks, positional
 encodings, LayerNorm, encoder and decoder blocks, the encoder-decoder Transformer.
 
 See :doc:`/chapters/ch06_transformer`.

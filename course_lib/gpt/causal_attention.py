@@ -1,0 +1,119 @@
+"""Causal self-attention with a key-value cache, the attention layer of a GPT. Chapter 7.
+
+A decoder-only model attends from each position to itself and to the positions
+before it. When it generates, the keys and values of the positions already seen do
+not change (a position never sees what comes after it), so they are kept in a
+*KV cache* and only the new positions are projected: a step costs ``O(P)`` instead
+of recomputing all ``P`` earlier positions through every layer. See
+:doc:`/chapters/ch07_gpt`. Tested: with and without a cache the outputs agree,
+and the layer equals GPT-2's attention in ``transformers``.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import nn
+
+from course_lib import checks
+from course_lib.transformer.multi_head import merge_heads, split_heads
+from course_lib.transformer.scaled_attention import scaled_dot_product_attention
+
+
+def causal_mask_after(past: int, steps: int) -> torch.Tensor:
+    """The ``(T, P + T)`` bool mask of ``T`` new positions after ``P`` cached ones. Chapter 7.
+
+    ``mask[i, j] = j <= P + i``: new position ``i`` (absolute position ``P + i``) sees
+    every cached key and the new keys up to itself. ``past = 0`` gives
+    :func:`~course_lib.transformer.scaled_attention.causal_mask`.
+    """
+    past, steps = checks.nonnegative_int(past, "past"), checks.positive_int(steps, "steps")
+    return torch.ones(steps, past + steps, dtype=torch.bool).tril(diagonal=past)
+
+
+def check_cache(cache, batch: int, num_heads: int, head_size: int) -> int:
+    """Raise unless ``cache`` is ``None`` or a pair of ``(B, nh, P, hs)`` tensors; return ``P``. Chapter 7."""
+    if cache is None:
+        return 0
+    if not isinstance(cache, (tuple, list)) or len(cache) != 2:
+        raise TypeError(f"cache must be None or a pair (keys, values), got {type(cache).__name__}")
+    keys, values = cache
+    checks.expect_tensor(keys, "cache keys", (batch, num_heads, None, head_size), "(B, nh, P, hs)")
+    checks.expect_tensor(values, "cache values", tuple(keys.shape), "(B, nh, P, hs)")
+    return keys.shape[2]
+
+
+def causal_self_attention(x, in_weight, in_bias, out_weight, out_bias, num_heads, cache=None,
+                          attention_fn: Callable = scaled_dot_product_attention):
+    """Causal multi-head self-attention of ``T`` new positions, reading and extending a KV cache.
+
+    ``[W_Q; W_K; W_V] = in_weight``, ``[b_Q; b_K; b_V] = in_bias`` as in
+    :func:`~course_lib.transformer.multi_head.multi_head_attention`: ``Q = x W_Q^T + b_Q``,
+    ``K_new = x W_K^T + b_K``, ``V_new = x W_V^T + b_V``, each split into ``nh`` heads
+    (:func:`~course_lib.transformer.multi_head.split_heads`). The cached keys and values come
+    first: ``K = [K_cache; K_new]``, ``V = [V_cache; V_new]`` along the positions.
+    ``attention_fn`` attends, queries ``Q`` to keys ``K`` and values ``V``, with the mask of :func:`causal_mask_after`
+    (new position ``i`` sees keys ``j <= P + i``); the heads are merged and projected,
+    ``output = Concat(heads) W_O^T + b_O``. With ``cache=None``, ``P = 0``. Written with
+    torch operations; the arguments, the cache included, are not modified. Chapter 7,
+    exercise of ps07.
+
+    Args:
+        x: ``(B, T, D)`` the new positions.
+        in_weight: ``(3D, D)``; in_bias: ``(3D,)``; out_weight: ``(D, D)``; out_bias: ``(D,)``.
+        num_heads: ``nh``, dividing ``D``.
+        cache: ``None`` or ``(keys, values)``, each ``(B, nh, P, hs)``: the earlier positions.
+        attention_fn: ``(q (B, nh, T, hs), k (B, nh, P + T, hs), v, mask (T, P + T)) ->
+            (output (B, nh, T, hs), weights (B, nh, T, P + T))``.
+
+    Returns:
+        ``(output (B, T, D), (keys, values))``, the new cache: each ``(B, nh, P + T, hs)``.
+    """
+    checks.sequence_batch(x, "x")
+    batch, steps, width = x.shape
+    num_heads = checks.positive_int(num_heads, "num_heads")
+    if width % num_heads:
+        raise ValueError(f"the width D = {width} must be a multiple of num_heads = {num_heads}")
+    checks.expect_tensor(in_weight, "in_weight", (3 * width, width), "(3D, D)")
+    checks.expect_tensor(in_bias, "in_bias", (3 * width,), "(3D,)")
+    checks.expect_tensor(out_weight, "out_weight", (width, width), "(D, D)")
+    checks.expect_tensor(out_bias, "out_bias", (width,), "(D,)")
+    past = check_cache(cache, batch, num_heads, width // num_heads)
+    ### BEGIN SOLUTION
+    q, k, v = (split_heads(part, num_heads) for part in (x @ in_weight.T + in_bias).split(width, dim=-1))
+    if cache is not None:
+        k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)  # (B, nh, P + T, hs)
+    heads, _ = attention_fn(q, k, v, causal_mask_after(past, steps))  # (B, nh, T, hs)
+    return merge_heads(heads) @ out_weight.T + out_bias, (k, v)
+    ### END SOLUTION
+
+
+class CausalSelfAttention(nn.Module):
+    """Causal self-attention with a KV cache, with the parameters of ``torch.nn.MultiheadAttention``. Chapter 7.
+
+    ``in_proj_weight`` ``(3D, D)``, ``in_proj_bias`` ``(3D,)`` and ``out_proj``
+    (``nn.Linear(D, D)``), as :class:`~course_lib.transformer.multi_head.MultiHeadAttention`.
+
+    Args:
+        width: ``D``. num_heads: ``nh``.
+        attention_fn: passed on to ``causal_attention_fn``.
+        causal_attention_fn: the function that computes the layer (default: :func:`causal_self_attention`).
+    """
+
+    def __init__(self, width: int, num_heads: int, attention_fn: Callable = scaled_dot_product_attention,
+                 causal_attention_fn: Callable | None = None):
+        super().__init__()
+        self.width, self.num_heads = checks.positive_int(width, "width"), checks.positive_int(num_heads, "num_heads")
+        if width % num_heads:
+            raise ValueError(f"width = {width} must be a multiple of num_heads = {num_heads}")
+        self.in_proj_weight = nn.Parameter(torch.empty(3 * width, width))
+        self.in_proj_bias = nn.Parameter(torch.zeros(3 * width))
+        self.out_proj = nn.Linear(width, width)
+        self.attention_fn = attention_fn
+        self.causal_attention_fn = causal_attention_fn or causal_self_attention
+
+    def forward(self, x, cache=None):
+        """``(B, T, D)`` and an optional cache ``->`` ``(output (B, T, D), new cache)``."""
+        return self.causal_attention_fn(x, self.in_proj_weight, self.in_proj_bias, self.out_proj.weight,
+                                        self.out_proj.bias, self.num_heads, cache, attention_fn=self.attention_fn)

@@ -1,0 +1,166 @@
+"""The GPT model: token and position embeddings, causal pre-LN blocks, a tied output layer. Chapter 7.
+
+``h_0 = E[x_t] + P[t]``; ``L`` pre-LN blocks, each
+``g = h + CausalSelfAttention(LN_1(h))``, ``h' = g + FFN(LN_2(g))`` with
+``FFN(x) = W_2 GELU(W_1 x + b_1) + b_2``; a final LayerNorm; and the logits
+``z_t = LN_f(h_L) E^T``, the output layer tied to the token embeddings
+(Radford et al., 2018, 2019). GELU is GPT-2's tanh approximation. The blocks return
+their keys and values, so generation can reuse them (the KV cache). See
+:doc:`/chapters/ch07_gpt`. Tested against ``transformers.GPT2LMHeadModel`` with copied
+weights (:mod:`course_lib.gpt.gpt2_weights`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Callable
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from course_lib import checks
+from course_lib.gpt.causal_attention import CausalSelfAttention
+from course_lib.transformer.layer_norm import LayerNorm
+from course_lib.transformer.scaled_attention import scaled_dot_product_attention
+
+
+@dataclasses.dataclass(frozen=True)
+class GPTConfig:
+    """The size of a GPT. Chapter 7.
+
+    Attributes:
+        vocab_size: ``V``.
+        context: the most positions the model reads, the number of position vectors.
+        width: ``D``. num_heads: ``nh``. layers: ``L``.
+        ff_size: ``F``, the feed-forward inner size (``None``: ``4D``, as GPT-2).
+        dropout: on the embeddings and on each block's two outputs (GPT-2's
+            ``embd_pdrop`` and ``resid_pdrop``); attention weights get none.
+        eps: the LayerNorms' epsilon.
+    """
+
+    vocab_size: int
+    context: int = 128
+    width: int = 128
+    num_heads: int = 4
+    layers: int = 4
+    ff_size: int | None = None
+    dropout: float = 0.0
+    eps: float = 1e-5
+
+    def __post_init__(self):
+        for name in ("vocab_size", "context", "width", "num_heads", "layers"):
+            checks.positive_int(getattr(self, name), name)
+        if self.width % self.num_heads:
+            raise ValueError(f"width = {self.width} must be a multiple of num_heads = {self.num_heads}")
+        if self.ff_size is None:
+            object.__setattr__(self, "ff_size", 4 * self.width)
+        checks.positive_int(self.ff_size, "ff_size")
+        if not 0 <= self.dropout < 1:
+            raise ValueError(f"dropout must lie in [0, 1), got {self.dropout!r}")
+
+    def gpt2_config_kwargs(self) -> dict:
+        """The arguments of ``transformers.GPT2Config`` for the same model, dropout included."""
+        return dict(vocab_size=self.vocab_size, n_positions=self.context, n_embd=self.width,
+                    n_layer=self.layers, n_head=self.num_heads, n_inner=self.ff_size,
+                    activation_function="gelu_new", resid_pdrop=self.dropout, embd_pdrop=self.dropout,
+                    attn_pdrop=0.0, layer_norm_epsilon=self.eps, tie_word_embeddings=True,
+                    bos_token_id=None, eos_token_id=None, pad_token_id=None)
+
+
+class GPTBlock(nn.Module):
+    """A causal pre-LN block: ``g = h + Attn(LN_1(h))``, ``h' = g + FFN(LN_2(g))``, with a KV cache. Chapter 7.
+
+    Parameter names follow :class:`~course_lib.transformer.blocks.EncoderBlock`
+    (``self_attn``, ``linear1``, ``linear2``, ``norm1``, ``norm2``).
+    """
+
+    def __init__(self, config: GPTConfig, attention_fn: Callable = scaled_dot_product_attention,
+                 causal_attention_fn: Callable | None = None):
+        super().__init__()
+        self.self_attn = CausalSelfAttention(config.width, config.num_heads, attention_fn, causal_attention_fn)
+        self.linear1 = nn.Linear(config.width, config.ff_size)
+        self.linear2 = nn.Linear(config.ff_size, config.width)
+        self.norm1, self.norm2 = LayerNorm(config.width, config.eps), LayerNorm(config.width, config.eps)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def feed_forward(self, x):
+        """``FFN(x) = W_2 GELU(W_1 x + b_1) + b_2``, ``(..., D) -> (..., D)`` through ``(..., F)``."""
+        return self.linear2(F.gelu(self.linear1(x), approximate="tanh"))
+
+    def forward(self, x, cache=None):
+        """``(B, T, D)`` and this block's cache (or ``None``) ``->`` ``((B, T, D), new cache)``."""
+        attended, cache = self.self_attn(self.norm1(x), cache)
+        x = x + self.dropout(attended)
+        return x + self.dropout(self.feed_forward(self.norm2(x))), cache
+
+
+class GPT(nn.Module):
+    """A decoder-only Transformer language model with GPT-2's layout. Chapter 7.
+
+    ``forward(ids, cache)`` gives logits ``(B, T, V)`` and the new cache, a list of
+    ``L`` pairs ``(keys, values)``, each ``(B, nh, P + T, hs)``. Passing that cache back
+    with the next ids continues the sequence at position ``P + T`` without
+    recomputing the first ``P + T`` positions. The signature is that of the recurrent
+    language models, so :func:`course_lib.recurrent.language_model.train_language_model`
+    trains it (see :func:`course_lib.gpt.training.train_gpt`).
+
+    Initialisation as GPT-2: weights ``N(0, 0.02^2)``, the two projections that write into
+    the residual stream ``N(0, (0.02 / sqrt(2L))^2)``, biases 0.
+
+    Args:
+        config: a :class:`GPTConfig`.
+        attention_fn: scaled dot-product attention, ``(q, k, v, mask) -> (output, weights)``.
+        causal_attention_fn: the attention layer's function (default:
+            :func:`~course_lib.gpt.causal_attention.causal_self_attention`).
+    """
+
+    def __init__(self, config: GPTConfig, attention_fn: Callable = scaled_dot_product_attention,
+                 causal_attention_fn: Callable | None = None):
+        super().__init__()
+        if not isinstance(config, GPTConfig):
+            raise TypeError(f"config must be a GPTConfig, got {type(config).__name__}")
+        self.config = config
+        self.token_embedding = nn.Embedding(config.vocab_size, config.width)
+        self.position_embedding = nn.Embedding(config.context, config.width)
+        self.dropout = nn.Dropout(config.dropout)
+        self.blocks = nn.ModuleList(GPTBlock(config, attention_fn, causal_attention_fn)
+                                    for _ in range(config.layers))
+        self.norm = LayerNorm(config.width, config.eps)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """GPT-2's initialisation (see the class)."""
+        with torch.no_grad():
+            for name, p in self.named_parameters():
+                if name.endswith("bias"):
+                    p.zero_()
+                elif "norm" in name:
+                    p.fill_(1.0)
+                else:
+                    residual = name.endswith(("out_proj.weight", "linear2.weight"))
+                    p.normal_(0.0, 0.02 / math.sqrt(2 * self.config.layers) if residual else 0.02)
+
+    def forward(self, ids, cache=None):
+        """``(B, T)`` int64 ids after ``P`` cached positions ``->`` ``(logits (B, T, V), new cache)``."""
+        checks.token_batch(ids, "ids")
+        if cache is not None and len(cache) != len(self.blocks):
+            raise ValueError(f"cache must hold one (keys, values) pair per layer ({len(self.blocks)}), got {len(cache)}")
+        past = 0 if cache is None else cache[0][0].shape[2]
+        if past + ids.shape[1] > self.config.context:
+            raise ValueError(f"{past} cached and {ids.shape[1]} new positions exceed the context of "
+                             f"{self.config.context}; crop the sequence to its last {self.config.context} tokens")
+        if ids.numel() and (ids.min() < 0 or ids.max() >= self.config.vocab_size):
+            raise ValueError(f"ids must lie in [0, {self.config.vocab_size}), got {ids.min().item()}..{ids.max().item()}")
+        positions = torch.arange(past, past + ids.shape[1])
+        x = self.dropout(self.token_embedding(ids) + self.position_embedding(positions))  # (B, T, D)
+        new_cache = []
+        for layer, block in enumerate(self.blocks):
+            x, layer_cache = block(x, None if cache is None else cache[layer])
+            new_cache.append(layer_cache)
+        return self.norm(x) @ self.token_embedding.weight.T, new_cache  # (B, T, V)
+
+    def num_parameters(self) -> int:
+        """The number of trained numbers (the tied output layer counted once)."""
+        return sum(p.numel() for p in self.parameters())
