@@ -257,6 +257,28 @@ class PlainScaledAttention:
         return torch.einsum("...qk,...kd->...qd", weights, value), weights
 
 
+class PlainCausalAttention:
+    """Causal self-attention with a KV cache in plain PyTorch, for a GPT in tests (no exercise inside). Chapter 7 on.
+
+    As :func:`course_lib.gpt.causal_attention.causal_self_attention`: ``x`` ``(B, T, D)``, cache ``(B, nh, P, hs)``.
+    With ``prompt_length``: ``ValueError`` on reading more than the prompt without the cache, or 2+ positions with it.
+    """
+
+    def __init__(self, prompt_length: int | None = None):
+        self.prompt_length = prompt_length
+
+    def __call__(self, x, in_weight, in_bias, out_weight, out_bias, num_heads, cache=None, attention_fn=None):
+        import torch
+        (b, t, d), p, prompt = x.shape, cache[0].shape[2] if cache else 0, self.prompt_length
+        if prompt is not None and (t != 1 if cache else t > prompt):
+            raise ValueError(f"read {t} positions {'with' if cache else 'without'} the cache (prompt: {prompt})")
+        q, k, v = (z.reshape(b, t, num_heads, -1).transpose(1, 2) for z in (x @ in_weight.T + in_bias).chunk(3, -1))
+        if cache:  # the cached positions first: (B, nh, P + T, hs)
+            k, v = torch.cat((cache[0], k), dim=2), torch.cat((cache[1], v), dim=2)
+        heads, _ = PlainScaledAttention()(q, k, v, torch.arange(p + t) <= torch.arange(p, p + t)[:, None])  # causal
+        return heads.transpose(1, 2).reshape(b, t, d) @ out_weight.T + out_bias, (k, v)
+
+
 class TorchEncoderParts:
     """The four parts of a pre-LN encoder block, all of them PyTorch's, for testing a block function. Chapter 6 on.
 

@@ -299,7 +299,8 @@ def check_hidden(fn, grade_id: str, folder: Path | None = None) -> None:
 
     start = (folder or Path.cwd()).resolve()
     for base in [start, *start.parents]:
-        for path in sorted((base / "answer_keys").glob("*.key")):
+        # the key of the assignment whose folder we are in first: ids such as hidden_beam_search recur
+        for path in sorted((base / "answer_keys").glob("*.key"), key=lambda p: (p.stem not in start.parts, p.stem)):
             entry = load(path.stem, base).get(grade_id)
             if entry:
                 verdict = judge(entry, {"cases": outcomes_in_process(fn, entry)}, secret=False)

@@ -31,6 +31,7 @@ its own function).
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import subprocess
 import sys
@@ -1233,6 +1234,226 @@ answers("transformer.blocks.pre_ln_encoder_block", correct={
 })
 
 
+# ps07: GPT. causal_self_attention gets an attention_fn (course_lib's PlainScaledAttention but in one case) and
+# beam_search tiny GPTs of course_lib.testing.PlainCausalAttention, some of which refuse reading without the cache.
+_CAUSAL = """
+        size = width // num_heads
+        def heads(block):  # (B, T, D) -> (B, nh, T, hs)
+            return block.reshape(batch, steps, num_heads, size).transpose(1, 2)
+        q, k, v = (heads(block) for block in torch.nn.functional.linear(x, in_weight, in_bias).chunk(3, dim=-1))
+        if cache is not None:
+            k, v = torch.cat([cache[0], k], dim=-2), torch.cat([cache[1], v], dim=-2)
+        mask = torch.ones(steps, past + steps, dtype=torch.bool).tril(diagonal=past)
+        out, _ = attention_fn(q, k, v, mask)
+        out = out.transpose(1, 2).reshape(batch, steps, width)
+        return out @ out_weight.T + out_bias, (k, v)"""
+
+
+def _causal_with(old: str, new: str) -> str:
+    """The correct causal self-attention above with one piece changed (a mistake)."""
+    assert old in _CAUSAL, old
+    return _CAUSAL.replace(old, new)
+
+
+answers("gpt.causal_attention.causal_self_attention", correct={
+    "linear_and_chunk": _CAUSAL,
+    "library_helpers": """
+        w_q, w_k, w_v = in_weight.split(width)
+        b_q, b_k, b_v = in_bias.split(width)
+        q, k, v = (split_heads(x @ w.T + b, num_heads) for w, b in ((w_q, b_q), (w_k, b_k), (w_v, b_v)))
+        if cache is not None:
+            k = torch.cat((cache[0], k), dim=2)
+            v = torch.cat((cache[1], v), dim=2)
+        heads, _weights = attention_fn(q, k, v, mask=causal_mask_after(past, steps))
+        return merge_heads(heads) @ out_weight.T + out_bias, (k, v)""",
+    "one_head_at_a_time": """
+        size = width // num_heads
+        q, k, v = (x @ w.T + b for w, b in zip(in_weight.chunk(3), in_bias.chunk(3)))  # (B, T, D) each
+        k, v = split_heads(k, num_heads), split_heads(v, num_heads)
+        if cache is not None:
+            k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
+        mask = torch.arange(past + steps)[None, :] <= torch.arange(past, past + steps)[:, None]
+        outs = [attention_fn(q[:, None, :, h * size:(h + 1) * size], k[:, h:h + 1], v[:, h:h + 1], mask)[0][:, 0]
+                for h in range(num_heads)]
+        return torch.cat(outs, dim=-1) @ out_weight.T + out_bias, (k, v)""",
+}, wrong={
+    "mask_without_the_cache_offset": (_causal_with(".tril(diagonal=past)", ".tril(diagonal=0)"), "wrong result"),
+    "no_mask_when_there_is_a_cache": (_causal_with("out, _ = attention_fn(q, k, v, mask)",
+                                                   "out, _ = attention_fn(q, k, v, None if cache is not None else mask)"),
+                                      "wrong result"),
+    "new_positions_before_the_cache": (_causal_with("torch.cat([cache[0], k], dim=-2), torch.cat([cache[1], v], dim=-2)",
+                                                    "torch.cat([k, cache[0]], dim=-2), torch.cat([v, cache[1]], dim=-2)"),
+                                       "wrong result"),
+    "only_the_new_keys_returned": (_causal_with("""        if cache is not None:
+            k, v = torch.cat([cache[0], k], dim=-2), torch.cat([cache[1], v], dim=-2)
+        mask = torch.ones(steps, past + steps, dtype=torch.bool).tril(diagonal=past)
+        out, _ = attention_fn(q, k, v, mask)""", """        new = (k, v)
+        if cache is not None:
+            k, v = torch.cat([cache[0], k], dim=-2), torch.cat([cache[1], v], dim=-2)
+        mask = torch.ones(steps, past + steps, dtype=torch.bool).tril(diagonal=past)
+        out, _ = attention_fn(q, k, v, mask)
+        k, v = new"""), "wrong result"),
+    "output_through_numpy": (_causal_with("out = out.transpose(1, 2).reshape(batch, steps, width)",
+                                          "out = torch.from_numpy(out.transpose(1, 2).reshape(batch, steps, width)"
+                                          ".detach().numpy())"), "gradient"),
+})
+
+_TOP_K_HEAD = """
+        scaled = logits / temperature
+        if k is None or k >= logits.shape[-1]:
+            return scaled"""
+answers("gpt.filters.temperature_top_k", correct={
+    "sort_and_where": _TOP_K_HEAD + """
+        threshold = scaled.sort(dim=-1, descending=True).values[..., k - 1].unsqueeze(-1)
+        return torch.where(scaled >= threshold, scaled, torch.full_like(scaled, -math.inf))""",
+    "kthvalue_before_dividing": """
+        if k is None or k >= logits.shape[-1]:
+            return logits / temperature
+        kth = torch.kthvalue(logits, logits.shape[-1] - k + 1, dim=-1, keepdim=True).values  # the k-th largest
+        return (logits / temperature).masked_fill(logits < kth, -math.inf)""",
+    "rows_in_a_loop": """
+        rows = (logits / temperature).reshape(-1, logits.shape[-1])
+        out = []
+        for row in rows:
+            keep = row >= sorted(row.tolist(), reverse=True)[min(k or len(row), len(row)) - 1]
+            out.append(torch.where(keep, row, -math.inf))
+        return torch.stack(out).reshape(logits.shape) if out else rows.reshape(logits.shape)""",
+}, wrong={
+    "exactly_k_by_index": (_TOP_K_HEAD + """
+        index = scaled.topk(k, dim=-1).indices
+        return torch.full_like(scaled, -math.inf).scatter(-1, index, scaled.gather(-1, index))""", "wrong result"),
+    "temperature_multiplies": ("""
+        scaled = logits * temperature
+        if k is None or k >= logits.shape[-1]:
+            return scaled
+        return scaled.masked_fill(scaled < scaled.topk(k, dim=-1).values[..., -1:], -math.inf)""", "wrong result"),
+    "one_token_too_many": (_TOP_K_HEAD + """
+        threshold = scaled.sort(dim=-1, descending=True).values[..., min(k, logits.shape[-1] - 1)].unsqueeze(-1)
+        return scaled.masked_fill(scaled < threshold, -math.inf)""", "wrong result"),
+    "no_guard_for_k_above_v": ("""
+        scaled = logits / temperature
+        if k is None:
+            return scaled
+        return scaled.masked_fill(scaled < scaled.topk(k, dim=-1).values[..., -1:], -math.inf)""", "raised"),
+    "filtered_in_place": ("""
+        logits /= temperature
+        if k is not None and k < logits.shape[-1]:
+            logits.masked_fill_(logits < logits.topk(k, dim=-1).values[..., -1:], -math.inf)
+        return logits""", "in place"),
+})
+
+_TOP_P_SORTED = """
+        sorted_logits, order = logits.sort(dim=-1, descending=True)
+        probs = torch.softmax(sorted_logits, dim=-1)
+        drop = probs.cumsum(dim=-1) - probs >= p  # (..., V) in sorted order: the mass before reaches p
+        drop[..., 0] = False"""
+answers("gpt.filters.top_p_filter", correct={
+    "mass_strictly_ahead": """
+        probs = torch.softmax(logits.double(), dim=-1)
+        ahead = (probs.unsqueeze(-2) * (probs.unsqueeze(-2) > probs.unsqueeze(-1))).sum(dim=-1)  # (..., V)
+        return logits.masked_fill(ahead >= p, -math.inf)""",
+    "sorted_logits_then_ties": _TOP_P_SORTED + """
+        smallest = sorted_logits.masked_fill(drop, math.inf).amin(dim=-1, keepdim=True)  # the least probable kept
+        return logits.masked_fill(logits < smallest, -math.inf)""",
+}, wrong={
+    "ties_cut_by_the_sort": (_TOP_P_SORTED + """
+        return logits.masked_fill(torch.zeros_like(drop).scatter(-1, order, drop), -math.inf)""", "wrong result"),
+    "cumulative_mass_including_itself": ("""
+        probs = torch.softmax(logits.double(), dim=-1)
+        ordered = probs.sort(dim=-1, descending=True).values
+        kept = (ordered.cumsum(dim=-1) < p).sum(dim=-1, keepdim=True).clamp(min=1)
+        return logits.masked_fill(probs < ordered.gather(-1, kept - 1), -math.inf)""", "wrong result"),
+    "renormalised_log_probabilities": (_TOP_P_SORTED + """
+        smallest = sorted_logits.masked_fill(drop, math.inf).amin(dim=-1, keepdim=True)
+        kept = logits.masked_fill(logits < smallest, -math.inf)
+        return torch.log_softmax(kept, dim=-1)""", "wrong result"),
+    "probabilities_returned": ("""
+        probs = torch.softmax(logits.double(), dim=-1)
+        ahead = (probs.unsqueeze(-2) * (probs.unsqueeze(-2) > probs.unsqueeze(-1))).sum(dim=-1)
+        return probs.masked_fill(ahead >= p, 0.0).to(logits.dtype)""", "wrong result"),
+})
+
+_GPT_BEAM = """
+        with eval_mode(model):
+            logits, cache = model(prompt[None])
+            live, finished = [([], 0.0)], []
+            for step in range(max_new_tokens):
+                if step:
+                    rows = torch.tensor([parent for _, _, parent in kept])
+                    logits, cache = model(torch.tensor([[tokens[-1]] for tokens, _ in live]), reorder_cache(cache, rows))
+                log_probs = torch.log_softmax(logits[:, -1].double(), dim=-1)
+                candidates = [(total + float(log_probs[k, w]), k, w) for k, (_, total) in enumerate(live)
+                              for w in range(log_probs.shape[1])]
+                candidates.sort(key=lambda c: -c[0])
+                kept = []
+                for total, k, w in candidates[:beam_width]:
+                    if w == eos:
+                        finished.append((live[k][0] + [w], total))
+                    else:
+                        kept.append((live[k][0] + [w], total, k))
+                if not kept:
+                    break
+                live = [(tokens, total) for tokens, total, _ in kept]
+            else:
+                finished += live
+        return max(finished, key=lambda f: f[1] / len(f[0]) ** alpha)"""
+
+
+def _gpt_beam_with(old: str, new: str) -> str:
+    """The correct beam search above with one piece changed (a mistake)."""
+    assert old in _GPT_BEAM, old
+    return _GPT_BEAM.replace(old, new)
+
+
+answers("gpt.beam.beam_search", correct={
+    "python_lists": _GPT_BEAM,
+    "topk_and_index_select": """
+        import heapq
+        with eval_mode(model):
+            logits, cache = model(prompt.unsqueeze(0))
+            hypotheses, totals, finished = [[]], torch.zeros(1, dtype=torch.float64), []
+            for step in range(max_new_tokens):
+                log_probs = logits[:, -1].double().log_softmax(dim=-1)  # (K, V)
+                flat = (totals.unsqueeze(1) + log_probs).flatten()
+                best, where = torch.topk(flat, k=min(beam_width, flat.numel()))
+                rows, tokens = torch.div(where, log_probs.shape[1], rounding_mode="floor"), where % log_probs.shape[1]
+                ended = tokens == eos if eos is not None else torch.zeros_like(tokens, dtype=torch.bool)
+                for total, row, token in zip(best[ended].tolist(), rows[ended].tolist(), tokens[ended].tolist()):
+                    finished.append((hypotheses[row] + [token], total))
+                if bool(ended.all()):
+                    break
+                rows, tokens, totals = rows[~ended], tokens[~ended], best[~ended]
+                hypotheses = [hypotheses[r] + [t] for r, t in zip(rows.tolist(), tokens.tolist())]
+                if step == max_new_tokens - 1:  # no model call after the last step
+                    finished += list(zip(hypotheses, totals.tolist()))
+                    break
+                cache = [(k.index_select(0, rows), v.index_select(0, rows)) for k, v in cache]
+                logits, cache = model(tokens.unsqueeze(1), cache)
+        return heapq.nlargest(1, finished, key=lambda f: f[1] / len(f[0]) ** alpha)[0]""",
+}, wrong={
+    "cache_not_reordered": (_gpt_beam_with("reorder_cache(cache, rows)", "cache"), None),
+    "whole_sequence_every_step": (_gpt_beam_with("""                    logits, cache = model(torch.tensor([[tokens[-1]] for tokens, _ in live]), reorder_cache(cache, rows))""",
+                                                 """                    logits, _ = model(torch.cat([prompt.expand(len(live), -1),
+                                                                 torch.tensor([tokens for tokens, _ in live])], dim=1))"""),
+                                  "raised"),  # right values, but the models that insist on the cache refuse it
+    "no_length_normalisation": (_gpt_beam_with("key=lambda f: f[1] / len(f[0]) ** alpha)", "key=lambda f: f[1])"),
+                                "wrong result"),
+    "normalised_score_returned": (_gpt_beam_with("return max(finished, key=lambda f: f[1] / len(f[0]) ** alpha)",
+                                                 "best = max(finished, key=lambda f: f[1] / len(f[0]) ** alpha)\n"
+                                                 "        return best[0], best[1] / len(best[0]) ** alpha"), "wrong result"),
+    "finished_take_no_place": (_gpt_beam_with("""                for total, k, w in candidates[:beam_width]:
+                    if w == eos:
+                        finished.append((live[k][0] + [w], total))
+                    else:
+                        kept.append((live[k][0] + [w], total, k))""", """                finished += [(live[k][0] + [w], total) for total, k, w in candidates[:beam_width] if w == eos]
+                kept = [(live[k][0] + [w], total, k) for total, k, w in candidates if w != eos][:beam_width]"""),
+                               "wrong result"),
+    "live_hypotheses_dropped_at_max_len": (_gpt_beam_with("            else:\n                finished += live\n",
+                                                          "            if not finished:\n                return [], 0.0\n"),
+                                           "wrong result"),
+})
+
+
 # ---------------------------------------------------------------------------------------------
 # Machinery: the notebook-like namespace, the answers' sources, the entries of the answer keys
 # ---------------------------------------------------------------------------------------------
@@ -1360,6 +1581,78 @@ def test_stability_cases_really_overflow_float64():
         assert sum(extreme(values(case)) for case in hidden["cases"]) >= 2, key
     perplexity = next(e for e in entries("recurrent.perplexity.perplexity") if e["kind"] == "hidden")
     assert all(np.isfinite(case["expected"]["value"]) for case in perplexity["cases"])
+
+
+def _read_anyhow(model):
+    """A copy of a case's GPT that may be read without its cache (``PlainCausalAttention`` without a prompt length)."""
+    import copy
+
+    from course_lib.testing import PlainCausalAttention
+
+    model = copy.deepcopy(model)
+    for block in model.blocks:
+        block.self_attn.causal_attention_fn = PlainCausalAttention()
+    return model
+
+
+def _log_prob(model, prompt, tokens) -> float:
+    """``log p(tokens | prompt)``, by one pass of the whole sequence through ``model`` (no cache, no beam)."""
+    import torch
+
+    ids = torch.cat([torch.as_tensor(prompt), torch.tensor(tokens, dtype=torch.int64)])[None]
+    with torch.no_grad():
+        logits, _ = model(ids[:, :-1])
+    log_probs = torch.log_softmax(logits[0, len(prompt) - 1:].double(), dim=-1)
+    return float(log_probs[torch.arange(len(tokens)), torch.tensor(tokens)].sum())
+
+
+def test_ps07_beam_search_cases_agree_with_exhaustive_search_and_greedy_generation():
+    """ps07's beam-search cases are judged by the reference's answers; here those answers are checked without it.
+
+    Where the beam holds every output (``beam_width >= V ** max_new_tokens``) the expected answer is the best
+    output of an exhaustive enumeration; with ``beam_width = 1`` it is greedy generation (``generate``); always,
+    the expected log-probability is the model's own for the expected tokens, read in one pass without the cache,
+    and the cases' GPT (``PlainCausalAttention``) is the GPT of the reference ``causal_self_attention``. The cases
+    also hold what tells beam search apart: an output ending with eos before the end, a narrow beam that beats
+    greedy search, an alpha that changes the answer, models that insist on the cache."""
+    import torch
+
+    from course_lib.gpt.beam import beam_search
+    from course_lib.gpt.generation import generate
+    from course_lib.gpt.model import GPT
+
+    hidden = next(e for e in entries("gpt.beam.beam_search") if e["kind"] == "hidden")
+    early_eos = beats_greedy = alpha_matters = enforced = exhaustive = 0
+    with answer_keys.torch_state():
+        torch.set_num_threads(1)
+        for case in hidden["cases"]:
+            model, prompt, width, new = case["args"]
+            eos, alpha = case["kwargs"].get("eos"), case["kwargs"]["alpha"]
+            tokens, total = case["expected"]["value"]
+            free, prompt = _read_anyhow(model), torch.as_tensor(prompt)
+            reference = GPT(model.config).double()  # the reference's attention layer, the same weights
+            reference.load_state_dict(free.state_dict())
+            ids = torch.cat([prompt, torch.tensor(tokens)])[None, :-1]
+            assert torch.allclose(reference(ids)[0], free(ids)[0], rtol=1e-12, atol=1e-12)
+            assert np.isclose(total, _log_prob(free, prompt, tokens), rtol=1e-12, atol=1e-12)
+            assert len(tokens) == new or tokens[-1] == eos
+            vocab = model.config.vocab_size
+            if width >= vocab ** new:
+                outputs = [list(t) for n in range(1, new + 1) for t in itertools.product(range(vocab), repeat=n)
+                           if eos not in t[:-1] and (t[-1] == eos or n == new)]
+                best = max(outputs, key=lambda t: _log_prob(free, prompt, t) / len(t) ** alpha)
+                assert tokens == best, (case["kwargs"], tokens, best)
+                exhaustive += 1
+            greedy = generate(free, prompt[None], new, eos=eos)[0, len(prompt):].tolist()
+            greedy = greedy[:greedy.index(eos) + 1] if eos in greedy else greedy
+            if width == 1:
+                assert tokens == greedy
+            beats_greedy += 1 < width < vocab ** new and total > _log_prob(free, prompt, greedy) + 1e-9
+            early_eos += len(tokens) < new
+            alpha_matters += alpha > 0 and beam_search(free, prompt, width, new, eos=eos, alpha=0.0)[0] != tokens
+            enforced += model.blocks[0].self_attn.causal_attention_fn.prompt_length is not None
+    assert exhaustive >= 3 and early_eos >= 2 and beats_greedy >= 2 and alpha_matters >= 2 and enforced >= 4, \
+        (exhaustive, early_eos, beats_greedy, alpha_matters, enforced)
 
 
 _OWN_HELPER = '''

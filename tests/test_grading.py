@@ -259,7 +259,7 @@ def graded_with_experiments(tmp_path_factory, root):
 
 
 @pytest.mark.parametrize("assignment", [ASSIGNMENT, *["ps02_word2vec", "ps03_rnn", "ps04_lstm", "ps05_attention",
-                                                       "ps06_transformer"]])
+                                                       "ps06_transformer", "ps07_gpt"]])
 def test_experiments_run_by_default_without_an_error_and_reach_the_feedback(graded_with_experiments, assignment):
     """Without --no-experiments the ungraded sections run too (in the sandbox), for the feedback:
     with the solution's answers every cell of the notebook runs without an error."""
@@ -290,6 +290,25 @@ def test_translation_experiments_state_the_numbers_their_reference_runs_print(gr
     assert found, printed[-2000:]
     for name, said, ran in zip(["exact match (%)", "BLEU", "chrF"], stated.groups(), found.groups()):
         assert abs(float(said) - float(ran)) <= 2.0, f"{name}: the notebook states {said}, the graded run printed {ran}"
+
+
+def test_ps07_experiment_stated_perplexity_is_what_the_graded_run_prints(graded_with_experiments, root):
+    """ps07's experiment states the validation perplexity that course_lib's reference functions reach after
+    its 400 training steps; the full-marks submission graded in the sandbox prints it again. Another CPU
+    rounds differently and training amplifies it a little: within 2 %."""
+    assignment = "ps07_gpt"
+    release = nbformat.read(root / "exercises" / assignment / f"{assignment}.ipynb", as_version=4)
+    text = " ".join(" ".join(c.source.split()) for c in release.cells if c.cell_type == "markdown")
+    stated = re.search(r"reference functions the same run reaches a validation perplexity of \*\*([\d.]+)\*\*", text)
+    assert stated, "the release no longer states the reference's perplexity in the expected words"
+    _graded, autograded = graded_with_experiments(assignment)
+    experiments = [c for c in autograded.cells if c.cell_type == "code" and not c.metadata.get("nbgrader")]
+    printed = "".join(o.get("text", "") for c in experiments for o in c.outputs if o.output_type == "stream")
+    found = re.search(r"validation perplexity ([\d.]+)", printed)
+    assert found, printed[-2000:]
+    said, ran = float(stated.group(1)), float(found.group(1))
+    assert abs(said - ran) <= 0.02 * said, f"the notebook states a perplexity of {said}, the graded run printed {ran}"
+    assert "beam search" in printed and "sample 3" in printed, "the generation cell printed its continuations"
 
 
 def test_grading_refuses_without_a_sandbox_unless_asked(course, tmp_path):
@@ -330,7 +349,7 @@ def test_gradebook_accepts_another_database_url(tmp_path, root):
         assert gb.find_assignment(ASSIGNMENT).max_score == 100
 
 
-LATER = ["ps02_word2vec", "ps03_rnn", "ps04_lstm", "ps05_attention", "ps06_transformer"]
+LATER = ["ps02_word2vec", "ps03_rnn", "ps04_lstm", "ps05_attention", "ps06_transformer", "ps07_gpt"]
 # One plausible mistake per assignment: (function, text of the answer, the mistaken text).
 MISTAKES = {
     "ps02_word2vec": ("procrustes", "return u @ vt", "return vt.T @ u.T"),  # the inverse rotation
@@ -339,6 +358,8 @@ MISTAKES = {
     "ps05_attention": ("general_attention", "keys @ weight.T", "keys @ weight"),  # q^T W^T k instead of q^T W k
     # no 1/sqrt(hs): the other parts' tests pass course_lib's attention, so only this function's points go
     "ps06_transformer": ("scaled_dot_product_attention", " / math.sqrt(query.shape[-1])", ""),
+    # the mass before a sorted token counted with the token itself: the token that reaches p is dropped
+    "ps07_gpt": ("top_p_filter", "before = ordered.cumsum(dim=-1) - ordered", "before = ordered.cumsum(dim=-1)"),
 }
 
 

@@ -41,7 +41,8 @@ def _perturbed(value, rng):
     return value
 
 
-@pytest.mark.parametrize("assignment", ["ps02_word2vec", "ps04_lstm", "ps05_attention", "ps06_transformer"])
+@pytest.mark.parametrize("assignment", ["ps02_word2vec", "ps04_lstm", "ps05_attention", "ps06_transformer",
+                                        "ps07_gpt"])
 def test_answer_keys_recomputed_on_another_cpu_are_not_drift(root, assignment):
     """Keys whose last bits differ (as BLAS and oneDNN give on another machine) are the same keys:
     inputs, expected outcomes and gradients, visible (recorded) and hidden."""

@@ -116,3 +116,16 @@ def test_missing_or_broken_results_fail_plainly(tmp_path):
     garbage = tmp_path / "r.json"
     garbage.write_bytes(b"\x00\xff not json")
     assert verdicts.read_results(garbage) is None
+
+
+def test_check_hidden_reads_the_key_of_the_assignment_it_runs_in(capsys):
+    """ps05 and ps07 both have a hidden_beam_search: run by hand in an assignment's folder, each
+    notebook's check must find its own key, whatever the keys' alphabetical order."""
+    from course_lib.attention.decoding import beam_search as seq2seq_beam_search
+    from course_lib.gpt.beam import beam_search as gpt_beam_search
+    from course_tools import ROOT
+
+    verdicts.check_hidden(gpt_beam_search, "hidden_beam_search", ROOT / "solutions" / "ps07_gpt")
+    verdicts.check_hidden(seq2seq_beam_search, "hidden_beam_search", ROOT / "solutions" / "ps05_attention")
+    with pytest.raises(AssertionError):  # the other assignment's function fails the key
+        verdicts.check_hidden(seq2seq_beam_search, "hidden_beam_search", ROOT / "solutions" / "ps07_gpt")

@@ -64,7 +64,7 @@ def beam_search(model, prompt, beam_width: int, max_new_tokens: int, eos: int | 
         raise ValueError(f"{len(prompt)} prompt tokens and {max_new_tokens} new ones do not fit the context "
                          f"of {model.config.context}")
     ### BEGIN SOLUTION
-    with eval_mode(model):
+    with eval_mode(model):  # no dropout while searching
         logits, cache = model(prompt[None])  # (1, T, V)
         live, scores, finished = [[]], torch.zeros(1, dtype=torch.float64), []
         for step in range(max_new_tokens):
