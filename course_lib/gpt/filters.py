@@ -63,7 +63,8 @@ def top_p_filter(logits, p: float):
     probable than it hold less than ``p`` of the mass, ``sum_{u: q_u > q_v} q_u < p``:
     the smallest set of most probable tokens whose total reaches ``p``, plus every token
     tied with its least probable member. The most probable token is always kept, and
-    ``p = 1`` keeps every token of non-zero probability. Kept logits are returned
+    ``p = 1`` keeps every token but those whose probability is lost in rounding (below
+    about ``1e-16`` of the rest, whose sum then rounds to 1). Kept logits are returned
     unchanged (Holtzman et al., 2020). Works on every row of any leading axes; the input
     is not modified. Chapter 7, exercise of ps07.
 
