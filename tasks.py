@@ -79,7 +79,9 @@ def build_book() -> None:
     per assignment in ``_static/editions/``, which the book then serves), into ``_build/html``.
 
     The execution cache is keyed by each chapter's code only, so it is dropped whenever
-    course_lib changes: every number in the book comes from the current library."""
+    course_lib changes: every number in the book comes from the current library. The chapters
+    missing from the cache are executed first, two at a time (``course_tools/book_execution.py``),
+    so that jupyter-book, which executes one after another, finds every chapter in the cache."""
     started = time.time()
     cache, stamp = ROOT / "_build" / ".jupyter_cache", ROOT / "_build" / ".course_lib.sha256"
     fingerprint = _library_fingerprint()
@@ -87,6 +89,7 @@ def build_book() -> None:
         shutil.rmtree(cache, ignore_errors=True)
     public = ROOT / "_build" / "public"
     _run(PYTHON, "-m", "course_tools", "public", "--out", public)
+    _run(PYTHON, "-m", "course_tools.book_execution", public)  # in ROOT too: the cache path is relative to it
     # --path-output: the HTML goes to _build/html; the cache path in _config.yml is relative to ROOT (the cwd)
     _run(BIN / "jupyter-book", "build", public, "--path-output", ROOT, "--all", "--builder", "html",
          "-W", "--keep-going")

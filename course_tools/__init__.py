@@ -10,6 +10,7 @@
   :mod:`course_tools.sandbox_runner`), probes in the kernel (:mod:`course_tools.probe`), verdicts
   outside it (:mod:`course_tools.verdicts`).
 - :mod:`course_tools.leaks`: finds solution text where students can read it.
+- :mod:`course_tools.book_execution`: executes the book's chapters two at a time into the execution cache before ``jupyter-book build``.
 """
 
 from pathlib import Path

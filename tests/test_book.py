@@ -22,10 +22,10 @@ from course_tools import edition, exercises, leaks, public, site_config, tool_en
 
 pytestmark = pytest.mark.slow
 PAGES = ["intro", "self_study", "chapters/ch01_counts", "chapters/ch02_word2vec", "chapters/ch03_rnn", "chapters/ch04_lstm",
-         "chapters/ch05_attention", "chapters/ch06_transformer",
+         "chapters/ch05_attention", "chapters/ch06_transformer", "chapters/ch07_gpt",
          "exercises/ps01_counts/ps01_counts", "exercises/ps02_word2vec/ps02_word2vec", "exercises/ps03_rnn/ps03_rnn",
          "exercises/ps04_lstm/ps04_lstm", "exercises/ps05_attention/ps05_attention",
-         "exercises/ps06_transformer/ps06_transformer", "api", "bibliography"]
+         "exercises/ps06_transformer/ps06_transformer", "exercises/ps07_gpt/ps07_gpt", "api", "bibliography"]
 
 
 def _build(folder):
@@ -178,3 +178,75 @@ def test_a_cell_error_fails_the_build(tmp_path, root):
     result = _build(tmp_path)
     assert result.returncode != 0
     assert "ZeroDivisionError" in result.stdout + result.stderr
+
+
+def _small_book(folder, root, chapter):
+    """A book of one MyST chapter (``chapters/small.md``, body ``chapter``) with the course's configuration."""
+    shutil.copy(root / "_config.yml", folder)
+    shutil.copy(root / "references.bib", folder)
+    shutil.copytree(root / "_ext", folder / "_ext")
+    (folder / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n  - file: chapters/small\n",
+                                     encoding="utf-8")
+    (folder / "intro.md").write_text("# A small book\n", encoding="utf-8")
+    (folder / "chapters").mkdir()
+    front = ("---\nkernelspec: {name: python3, display_name: Python 3}\n"
+             "jupytext: {text_representation: {format_name: myst}}\n---\n")
+    (folder / "chapters" / "small.md").write_text(front + textwrap.dedent(chapter), encoding="utf-8")
+
+
+def test_pre_executed_chapters_are_served_from_the_cache_and_still_checked(tmp_path, root):
+    """``tasks.py book`` executes the chapters first (course_tools/book_execution.py): myst-nb must find
+    each in the cache, so the notebook must be read as myst-nb reads it (cell metadata, colon fences, the
+    chapter's folder as cwd); and myst-nb still fails the build on output to stderr."""
+    from course_tools.book_execution import execute_book
+
+    _small_book(tmp_path, root, """\
+        # A chapter
+
+        :::{note}
+        A colon fence, as the book's configuration enables.
+        :::
+
+        ```{code-cell} ipython3
+        ---
+        tags: [remove-input]
+        mystnb:
+          image:
+            alt: nothing
+        ---
+        from pathlib import Path
+        print("cwd:", Path.cwd().name)
+        ```
+
+        ```{code-cell} ipython3
+        import sys
+        print("careful", file=sys.stderr)
+        ```
+        """)
+    assert execute_book(tmp_path, cwd=tmp_path) == []
+    result = _build(tmp_path)
+    log = result.stdout + result.stderr
+    assert "Using cached notebook" in log and "Executing" not in log, log[-3000:]
+    assert result.returncode != 0 and "stderr was found in the cell outputs of cell 3" in log
+    page = (tmp_path / "_build" / "html" / "chapters" / "small.html").read_text(encoding="utf-8")
+    assert "cwd: chapters" in page, "the chapter ran in its folder"
+
+
+def test_a_cell_error_in_the_pre_execution_names_the_chapter_and_cell(tmp_path, root):
+    from course_tools.book_execution import execute_book
+
+    _small_book(tmp_path, root, """\
+        # A chapter with a bug
+
+        ```{code-cell} ipython3
+        x = 1
+        ```
+
+        ```{code-cell} ipython3
+        x / 0
+        ```
+        """)
+    failures = execute_book(tmp_path, cwd=tmp_path)
+    assert len(failures) == 1
+    assert failures[0].startswith("chapters/small.md: cell 3 (line 11) failed"), failures[0]
+    assert "ZeroDivisionError" in failures[0]
