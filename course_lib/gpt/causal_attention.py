@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from course_lib import checks
-from course_lib.transformer.multi_head import merge_heads, split_heads
+from course_lib.transformer.multi_head import check_multi_head_args, merge_heads, split_heads
 from course_lib.transformer.scaled_attention import scaled_dot_product_attention
 
 
@@ -72,13 +72,7 @@ def causal_self_attention(x, in_weight, in_bias, out_weight, out_bias, num_heads
     """
     checks.sequence_batch(x, "x")
     batch, steps, width = x.shape
-    num_heads = checks.positive_int(num_heads, "num_heads")
-    if width % num_heads:
-        raise ValueError(f"the width D = {width} must be a multiple of num_heads = {num_heads}")
-    checks.expect_tensor(in_weight, "in_weight", (3 * width, width), "(3D, D)")
-    checks.expect_tensor(in_bias, "in_bias", (3 * width,), "(3D,)")
-    checks.expect_tensor(out_weight, "out_weight", (width, width), "(D, D)")
-    checks.expect_tensor(out_bias, "out_bias", (width,), "(D,)")
+    check_multi_head_args(x, x, x, in_weight, in_bias, out_weight, out_bias, num_heads)  # chapter 6's checks
     past = check_cache(cache, batch, num_heads, width // num_heads)
     ### BEGIN SOLUTION
     q, k, v = (split_heads(part, num_heads) for part in (x @ in_weight.T + in_bias).split(width, dim=-1))
