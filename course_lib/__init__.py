@@ -27,6 +27,11 @@ that follow the book:
   ``transformers``, the warm-up and cosine schedule, sliding-window perplexity,
   temperature, top-k, top-p and repetition penalties, generation and beam search
   (:doc:`/chapters/ch07_gpt`).
+- :mod:`course_lib.bert`: BERT, chapter 8. WordPiece tokenization, BERT's inputs,
+  embeddings and padding-masked self-attention, the post-LN encoder on chapter 6's
+  blocks, pretrained weights from safetensors (all-MiniLM-L6-v2), pooling, masked
+  language modelling and next sentence prediction, fine-tuning and the analysis of
+  layers and heads (:doc:`/chapters/ch08_bert`).
 - Shared by all chapters: :mod:`course_lib.checks` (argument checks),
   :mod:`course_lib.training` (what the training loops return, contexts that
   restore global state), :mod:`course_lib.progress` (progress bars),

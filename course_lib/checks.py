@@ -217,3 +217,21 @@ def token_batch(ids, name: str = "ids"):
         raise ValueError(f"{name} must be a (B, T) int64 tensor, got {getattr(ids, 'shape', type(ids).__name__)}"
                          + (f" of dtype {ids.dtype}" if isinstance(ids, torch.Tensor) else ""))
     return ids
+
+
+def transformer_config(config, positive: tuple, fractions: tuple) -> None:
+    """Check a Transformer's frozen size dataclass, and fill in ``ff_size`` (``None``: ``4 * width``). Chapters 7 and 8.
+
+    The fields named in ``positive`` must be positive ints, ``width`` a multiple of
+    ``num_heads``, and the fields named in ``fractions`` (dropout rates) in ``[0, 1)``.
+    """
+    for name in positive:
+        positive_int(getattr(config, name), name)
+    if config.width % config.num_heads:
+        raise ValueError(f"width = {config.width} must be a multiple of num_heads = {config.num_heads}")
+    if config.ff_size is None:
+        object.__setattr__(config, "ff_size", 4 * config.width)
+    positive_int(config.ff_size, "ff_size")
+    for name in fractions:
+        if not 0 <= getattr(config, name) < 1:
+            raise ValueError(f"{name} must lie in [0, 1), got {getattr(config, name)!r}")

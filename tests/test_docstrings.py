@@ -107,6 +107,34 @@ NO_ARRAYS = {
     "course_lib.training.blas_threads",  # a context
     "course_lib.training.eval_mode",  # a context
     "course_lib.training.optimizer_step",  # a scalar loss -> a float
+    "course_lib.checks.transformer_config",  # a dataclass of sizes
+    "course_lib.bert.inputs.truncate_pair",  # token lists
+    "course_lib.bert.inputs.encode",  # text -> lists of ids
+    "course_lib.bert.pretrained.minilm_directory",  # a folder
+    "course_lib.bert.pretrained.load_pretrained",  # a folder -> a model and a tokenizer
+    "course_lib.bert.wordpiece.strip_accents",  # text
+    "course_lib.bert.wordpiece.basic_tokenize",
+    "course_lib.bert.wordpiece.wordpiece_word",
+    "course_lib.bert.wordpiece.read_vocab",
+    "course_lib.bert.wordpiece.WordPieceTokenizer.from_file",
+    "course_lib.bert.wordpiece.WordPieceTokenizer.special_ids",
+    "course_lib.bert.wordpiece.WordPieceTokenizer.tokenize",
+    "course_lib.bert.wordpiece.WordPieceTokenizer.convert_tokens_to_ids",
+    "course_lib.bert.wordpiece.WordPieceTokenizer.decode",
+    "course_lib.bert.model.BertConfig.from_json",  # sizes
+    "course_lib.bert.model.BertConfig.hf_config_kwargs",
+    "course_lib.bert.model.BertModel.reset_parameters",  # acts on the model
+    "course_lib.bert.model.BertModel.num_parameters",  # an int
+    "course_lib.bert.pretraining_data.split_sentences",  # text -> sentences
+    "course_lib.bert.pretraining_data.pretraining_corpus",  # texts -> a tokenizer and lists of ids
+    "course_lib.bert.pretraining_data.nsp_pairs",  # lists of ids -> pairs of lists
+    "course_lib.bert.pretraining_data.CompactTokenizer.from_corpus",  # token lists -> a tokenizer
+    "course_lib.bert.pretraining_data.CompactTokenizer.tokenize",  # text -> tokens
+    "course_lib.bert.pretraining.linear_warmup_decay",  # ints -> a function
+    "course_lib.bert.pretraining.fill_mask",  # text -> tokens and probabilities
+    "course_lib.bert.encoding.encode_ids",  # texts -> lists of ids
+    "course_lib.bert.classifier.BertClassifier.trained_parameters",  # a list of parameters
+    "course_lib.bert.analysis.word_positions",  # text -> positions
 }
 
 CHAPTER_WORDS = ("Chapter", "chapter", "assignment", "All chapters")

@@ -1,7 +1,7 @@
 """course_lib by part of the course: who may import whom, and modules small enough to read.
 
 The parts, in the order the course teaches them: ``text`` < ``vectors`` (chapters 1-2)
-< ``recurrent`` (3-4) < ``attention`` (5) < ``transformer`` (6) < ``gpt`` (7). A part imports the
+< ``recurrent`` (3-4) < ``attention`` (5) < ``transformer`` (6) < ``gpt`` (7) < ``bert`` (8). A part imports the
 shared top level and earlier parts only; the shared top level imports no part. The
 rule is read from the source (``import`` statements, also inside functions), so it
 holds in every module, imported or not.
@@ -17,7 +17,7 @@ import pytest
 from course_tools import ROOT
 
 LIB = ROOT / "course_lib"
-PARTS = ["text", "vectors", "recurrent", "attention", "transformer", "gpt"]
+PARTS = ["text", "vectors", "recurrent", "attention", "transformer", "gpt", "bert"]
 MAX_LINES = 350
 
 

@@ -50,15 +50,7 @@ class GPTConfig:
     eps: float = 1e-5
 
     def __post_init__(self):
-        for name in ("vocab_size", "context", "width", "num_heads", "layers"):
-            checks.positive_int(getattr(self, name), name)
-        if self.width % self.num_heads:
-            raise ValueError(f"width = {self.width} must be a multiple of num_heads = {self.num_heads}")
-        if self.ff_size is None:
-            object.__setattr__(self, "ff_size", 4 * self.width)
-        checks.positive_int(self.ff_size, "ff_size")
-        if not 0 <= self.dropout < 1:
-            raise ValueError(f"dropout must lie in [0, 1), got {self.dropout!r}")
+        checks.transformer_config(self, ("vocab_size", "context", "width", "num_heads", "layers"), ("dropout",))
 
     def gpt2_config_kwargs(self) -> dict:
         """The arguments of ``transformers.GPT2Config`` for the same model, dropout included."""
