@@ -52,8 +52,8 @@ def _base_python() -> str:
 
 
 def setup() -> None:
-    """Create .venv and install requirements.txt and course_lib (editable), once per change."""
-    wanted = hashlib.sha256((ROOT / "requirements.txt").read_bytes()
+    """Create .venv and install requirements.txt, course_lib (editable) and requirements-nodeps.txt (without dependencies), once per change."""
+    wanted = hashlib.sha256((ROOT / "requirements.txt").read_bytes() + (ROOT / "requirements-nodeps.txt").read_bytes()
                             + (ROOT / "pyproject.toml").read_bytes()).hexdigest()
     if STAMP.exists() and STAMP.read_text() == wanted and PYTHON.exists():
         return
@@ -62,6 +62,8 @@ def setup() -> None:
         _run(_base_python(), "-m", "venv", VENV)
     _run(PYTHON, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
          "-r", ROOT / "requirements.txt", "-e", ROOT)
+    _run(PYTHON, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps",
+         "-r", ROOT / "requirements-nodeps.txt")
     STAMP.write_text(wanted)
     print(f"environment ready in {time.time() - started:.0f} s", flush=True)
 

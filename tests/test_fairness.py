@@ -1454,6 +1454,343 @@ answers("gpt.beam.beam_search", correct={
 })
 
 
+# ps08: BERT. mlm_mask draws at random: its cases are judged by hidden_cases' property (counts within 5 standard
+# deviations), so answers that draw in another order, or only at the chosen positions, pass; its mistakes must show
+# in the counts or the exact rules of at least two cases, and so must a pattern of positions (every k-th position
+# chosen, fates dealt in turn: exact shares without randomness). One call cannot show whether the draws came from
+# the generator given: an answer that draws from a generator of its own with a fixed seed passes the property (only
+# torch's global generator is caught, by the probe's second call), and so do calls into transformers and tokenizers,
+# which the probe does not record (WordPiece, BertSelfAttention); neither is in the tables below.
+_WORDPIECE = """
+        if len(word) > max_chars:
+            return [unk_token]
+        pieces, start = [], 0
+        while start < len(word):
+            end = len(word)
+            while end > start and ("##" if start else "") + word[start:end] not in vocab:
+                end -= 1
+            if end == start:
+                return [unk_token]
+            pieces.append(("##" if start else "") + word[start:end])
+            start = end
+        return pieces"""
+
+
+def _wordpiece_with(old: str, new: str) -> str:
+    """The correct WordPiece above with one piece changed (a mistake)."""
+    assert old in _WORDPIECE, old
+    return _WORDPIECE.replace(old, new)
+
+
+answers("bert.wordpiece.wordpiece_word", correct={
+    "shrink_from_the_end": _WORDPIECE,
+    "recursive": """
+        if len(word) > max_chars:
+            return [unk_token]
+        def cut(rest, prefix):  # the pieces of rest, or None
+            if not rest:
+                return []
+            for end in range(len(rest), 0, -1):
+                if prefix + rest[:end] in vocab:
+                    tail = cut(rest[end:], "##")
+                    return None if tail is None else [prefix + rest[:end]] + tail
+            return None
+        pieces = cut(word, "")
+        return [unk_token] if pieces is None else pieces""",
+    "longest_piece_length_capped": """
+        if len(word) > max_chars:
+            return [unk_token]
+        longest = max(map(len, vocab), default=0)  # no piece is longer: shorter windows suffice
+        pieces, start = [], 0
+        while start < len(word):
+            prefix = "##" if start else ""
+            for end in range(min(len(word), start + longest), start, -1):
+                if prefix + word[start:end] in vocab:
+                    pieces.append(prefix + word[start:end])
+                    start = end
+                    break
+            else:
+                return [unk_token]
+        return pieces""",
+    "every_end_then_the_longest": """
+        if len(word) > max_chars:
+            return [unk_token]
+        out, rest, prefix = [], word, ""
+        while rest:
+            fits = [end for end in range(1, len(rest) + 1) if prefix + rest[:end] in vocab]
+            if not fits:
+                return [unk_token]
+            out.append(prefix + rest[:max(fits)])
+            rest, prefix = rest[max(fits):], "##"
+        return out""",
+}, wrong={
+    "tokenizers_wordpiece": ("""
+        from tokenizers.models import WordPiece
+        model = WordPiece({piece: i for i, piece in enumerate(vocab)}, unk_token=unk_token,
+                          max_input_chars_per_word=max_chars)
+        return [token.value for token in model.tokenize(word)] if word else []""", "calls"),
+    "shortest_match_first": ("""
+        if len(word) > max_chars:
+            return [unk_token]
+        pieces, start = [], 0
+        while start < len(word):
+            end = next((e for e in range(start + 1, len(word) + 1) if ("##" if start else "") + word[start:e] in vocab), None)
+            if end is None:
+                return [unk_token]
+            pieces.append(("##" if start else "") + word[start:end])
+            start = end
+        return pieces""", "wrong result"),
+    "unknown_piece_only": (_wordpiece_with("""            if end == start:
+                return [unk_token]""", """            if end == start:
+                return pieces + [unk_token]"""), "wrong result"),
+    "max_chars_off_by_one": (_wordpiece_with("if len(word) > max_chars:", "if len(word) >= max_chars:"), "wrong result"),
+    "hashes_on_every_piece": (_wordpiece_with('while end > start and ("##" if start else "") + word[start:end] not in vocab:',
+                                              'while end > start and "##" + word[start:end] not in vocab:')
+                              .replace('pieces.append(("##" if start else "") + word[start:end])',
+                                       'pieces.append("##" + word[start:end])'), "wrong result"),
+    "empty_word_is_unknown": (_wordpiece_with("if len(word) > max_chars:", "if not word or len(word) > max_chars:"),
+                              "wrong result"),
+    "backtracks": ("""
+        if len(word) > max_chars:
+            return [unk_token]
+        def cut(rest, prefix):  # tries shorter pieces when the longest leads nowhere
+            if not rest:
+                return []
+            for end in range(len(rest), 0, -1):
+                if prefix + rest[:end] in vocab:
+                    tail = cut(rest[end:], "##")
+                    if tail is not None:
+                        return [prefix + rest[:end]] + tail
+            return None
+        pieces = cut(word, "")
+        return [unk_token] if pieces is None else pieces""", "wrong result"),
+})
+
+_EMBEDDINGS = """
+        summed = token_weight[ids] + segment_weight[segments] + position_weight[:ids.shape[1]]
+        return layer_norm(summed, norm_weight, norm_bias, eps)"""
+answers("bert.embeddings.bert_embeddings", correct={
+    "index_and_layer_norm": _EMBEDDINGS,
+    "embedding_functions": """
+        F = torch.nn.functional
+        positions = torch.arange(ids.shape[1]).expand_as(ids)
+        summed = F.embedding(ids, token_weight) + F.embedding(segments, segment_weight) + F.embedding(positions, position_weight)
+        return F.layer_norm(summed, (summed.shape[-1],), norm_weight, norm_bias, eps=eps)""",
+    "one_hot_and_own_normalisation": """
+        F = torch.nn.functional
+        tokens = F.one_hot(ids, token_weight.shape[0]).to(token_weight.dtype) @ token_weight
+        kinds = F.one_hot(segments, segment_weight.shape[0]).to(token_weight.dtype) @ segment_weight
+        z = tokens + kinds + position_weight[:ids.shape[1]].unsqueeze(0)
+        mean = z.mean(dim=-1, keepdim=True)
+        variance = ((z - mean) ** 2).mean(dim=-1, keepdim=True)
+        return (z - mean) / torch.sqrt(variance + eps) * norm_weight + norm_bias""",
+}, wrong={
+    "torch_default_eps": ("""
+        summed = token_weight[ids] + segment_weight[segments] + position_weight[:ids.shape[1]]
+        return torch.nn.functional.layer_norm(summed, (summed.shape[-1],), norm_weight, norm_bias)""", "wrong result"),
+    "segments_forgotten": (_EMBEDDINGS.replace(" + segment_weight[segments]", ""), "wrong result"),
+    "unbiased_variance": ("""
+        z = token_weight[ids] + segment_weight[segments] + position_weight[:ids.shape[1]]
+        return (z - z.mean(dim=-1, keepdim=True)) / torch.sqrt(z.var(dim=-1, keepdim=True) + eps) * norm_weight + norm_bias""",
+                          "wrong result"),
+    "positions_added_after_the_norm": ("""
+        normalised = layer_norm(token_weight[ids] + segment_weight[segments], norm_weight, norm_bias, eps)
+        return normalised + position_weight[:ids.shape[1]]""", "wrong result"),
+    "through_numpy": ("""
+        summed = token_weight.detach().numpy()[ids.numpy()] + segment_weight.detach().numpy()[segments.numpy()] \\
+            + position_weight.detach().numpy()[:ids.shape[1]]
+        return layer_norm(torch.from_numpy(summed), norm_weight, norm_bias, eps)""", "gradient"),
+})
+
+_BERT_ATTENTION = """
+        q, k, v = (split_heads(x @ w.T + b, num_heads) for w, b in ((w_q, b_q), (w_k, b_k), (w_v, b_v)))
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        if padding is not None:
+            scores = scores.masked_fill(~padding[:, None, None, :], -math.inf)
+        weights = torch.softmax(scores, dim=-1)
+        used = weights if dropout is None else dropout(weights)
+        return merge_heads(used @ v), weights"""
+
+
+def _bert_attention_with(old: str, new: str) -> str:
+    """The correct BERT self-attention above with one piece changed (a mistake)."""
+    assert old in _BERT_ATTENTION, old
+    return _BERT_ATTENTION.replace(old, new)
+
+
+answers("bert.self_attention.bert_self_attention", correct={
+    "split_heads_and_masked_fill": _BERT_ATTENTION,
+    "padding_filled_with_minus_1e9": _BERT_ATTENTION.replace("-math.inf", "-1e9"),  # exp(-1e9) is exactly 0 too
+    "einsum_and_additive_mask": """
+        batch, steps, width = x.shape
+        size = width // num_heads
+        def heads(w, b):  # (B, T, D) -> (B, nh, T, hs)
+            return torch.nn.functional.linear(x, w, b).view(batch, steps, num_heads, size).permute(0, 2, 1, 3)
+        q, k, v = heads(w_q, b_q), heads(w_k, b_k), heads(w_v, b_v)
+        scores = torch.einsum("bhqs,bhks->bhqk", q, k) * size ** -0.5
+        if padding is not None:  # transformers' way: the smallest float added where a key is padding
+            scores = scores + (~padding).to(x.dtype)[:, None, None, :] * torch.finfo(x.dtype).min
+        weights = scores.softmax(dim=-1)
+        mixed = torch.einsum("bhqk,bhks->bhqs", weights if dropout is None else dropout(weights), v)
+        return mixed.permute(0, 2, 1, 3).reshape(batch, steps, width), weights""",
+    "one_head_at_a_time": """
+        size = x.shape[-1] // num_heads
+        q, k, v = x @ w_q.T + b_q, x @ w_k.T + b_k, x @ w_v.T + b_v
+        keep = torch.ones(x.shape[:2], dtype=torch.bool) if padding is None else padding
+        heads = []
+        for h in range(num_heads):
+            part = slice(h * size, (h + 1) * size)
+            scores = q[..., part] @ k[..., part].transpose(1, 2) / math.sqrt(size)  # (B, T, T)
+            heads.append(torch.where(keep[:, None, :], scores, torch.tensor(-math.inf, dtype=x.dtype)).softmax(dim=-1))
+        weights = torch.stack(heads, dim=1)  # (B, nh, T, T)
+        used = weights if dropout is None else dropout(weights)
+        return torch.cat([used[:, h] @ v[..., h * size:(h + 1) * size] for h in range(num_heads)], dim=-1), weights""",
+}, wrong={
+    "padding_on_the_queries": (_bert_attention_with("~padding[:, None, None, :]", "~padding[:, None, :, None]"),
+                               "wrong result"),
+    "no_scaling": (_bert_attention_with(" / math.sqrt(q.shape[-1])", ""), "wrong result"),
+    "dropped_weights_returned": (_bert_attention_with("return merge_heads(used @ v), weights",
+                                                      "return merge_heads(used @ v), used"), "wrong result"),
+    "dropout_ignored": (_bert_attention_with("used = weights if dropout is None else dropout(weights)", "used = weights"),
+                        "wrong result"),
+    "padding_set_to_minus_ten_thousand": (_bert_attention_with("-math.inf", "-1e4"), "wrong result"),
+    "minus_ten_thousand_added_to_padding": (_bert_attention_with(
+        "scores = scores.masked_fill(~padding[:, None, None, :], -math.inf)",
+        "scores = scores - 1e4 * (~padding[:, None, None, :]).to(scores.dtype)"), "wrong result"),
+    "heads_without_a_transpose": (_bert_attention_with(
+        "q, k, v = (split_heads(x @ w.T + b, num_heads) for w, b in ((w_q, b_q), (w_k, b_k), (w_v, b_v)))",
+        "q, k, v = ((x @ w.T + b).reshape(x.shape[0], num_heads, x.shape[1], -1) for w, b in ((w_q, b_q), (w_k, b_k), "
+        "(w_v, b_v)))"), "wrong result"),
+    "softmax_over_the_queries": (_bert_attention_with("torch.softmax(scores, dim=-1)", "torch.softmax(scores, dim=-2)"),
+                                 "wrong result"),
+})
+
+answers("bert.pooling.mean_pool", correct={
+    "masked_fill_and_sum": """
+        summed = hidden.masked_fill(~padding.unsqueeze(-1), 0.0).sum(dim=1)
+        return summed / padding.sum(dim=1, keepdim=True).to(hidden.dtype)""",
+    "einsum": """
+        weights = padding.to(hidden.dtype)
+        return torch.einsum("btd,bt->bd", hidden, weights) / weights.sum(dim=1, keepdim=True)""",
+    "row_by_row": "return torch.stack([row[keep].mean(dim=0) for row, keep in zip(hidden, padding)])",
+    "nanmean": "return torch.where(padding.unsqueeze(-1), hidden, torch.nan).nanmean(dim=1)",
+}, wrong={
+    "mean_over_every_position": ("return hidden.mean(dim=1)", "wrong result"),
+    "divided_by_t": ("return (hidden * padding.unsqueeze(-1)).sum(dim=1) / hidden.shape[1]", "wrong result"),
+    "count_of_the_whole_batch": ("return (hidden * padding.unsqueeze(-1)).sum(dim=1) / padding.sum()", "wrong result"),
+    "padding_zeroed_in_place": ("""
+        with torch.no_grad():
+            hidden[~padding] = 0.0
+        return hidden.sum(dim=1) / padding.sum(dim=1, keepdim=True)""", "in place"),
+})
+
+_MLM = """
+        special = special_token_mask(ids, special_ids)
+        chosen = (torch.rand(ids.shape, generator=generator) < probability) & ~special
+        fate = torch.rand(ids.shape, generator=generator)
+        allowed = torch.tensor([i for i in range(vocab_size) if i not in set(special_ids)])
+        random_tokens = allowed[torch.randint(len(allowed), ids.shape, generator=generator)]
+        inputs = torch.where(chosen & (fate < 0.8), torch.full_like(ids, mask_id), ids)
+        inputs = torch.where(chosen & (fate >= 0.8) & (fate < 0.9), random_tokens, inputs)
+        return inputs, torch.where(chosen, ids, torch.full_like(ids, IGNORE))"""
+
+
+def _mlm_with(old: str, new: str) -> str:
+    """The correct masking above with one piece changed (a mistake)."""
+    assert old in _MLM, old
+    return _MLM.replace(old, new)
+
+
+answers("bert.masking.mlm_mask", correct={
+    "three_draws_everywhere": _MLM,
+    "draws_at_the_chosen_positions_only": """
+        special = torch.isin(ids, torch.tensor(list(special_ids)))
+        chosen = torch.bernoulli(torch.full(ids.shape, float(probability)), generator=generator).bool() & ~special
+        inputs, labels = ids.clone(), torch.full_like(ids, -100)
+        labels[chosen] = ids[chosen]
+        where = chosen.nonzero(as_tuple=True)
+        n = len(where[0])
+        fate = torch.multinomial(torch.tensor([0.8, 0.1, 0.1]), n, replacement=True, generator=generator) if n \\
+            else torch.zeros(0, dtype=torch.int64)
+        allowed = torch.tensor(sorted(set(range(vocab_size)) - set(special_ids)))
+        drawn = allowed[torch.randint(len(allowed), (n,), generator=generator)]
+        inputs[where] = torch.where(fate == 0, torch.tensor(mask_id), torch.where(fate == 1, drawn, ids[where]))
+        return inputs, labels""",
+    "random_first_and_rejection": """
+        specials = torch.tensor(list(special_ids))
+        random_tokens = torch.randint(vocab_size, ids.shape, generator=generator)
+        while torch.isin(random_tokens, specials).any():  # draw the special ones again: uniform over the others
+            again = torch.isin(random_tokens, specials)
+            random_tokens[again] = torch.randint(vocab_size, (int(again.sum()),), generator=generator)
+        fate = torch.rand(ids.shape, generator=generator)
+        chosen = (torch.rand(ids.shape, generator=generator) < probability) & ~torch.isin(ids, specials)
+        inputs = ids.clone()
+        inputs[chosen & (fate < 0.1)] = random_tokens[chosen & (fate < 0.1)]
+        inputs[chosen & (fate >= 0.2)] = mask_id
+        return inputs, torch.where(chosen, ids, -100)""",
+    "binomial_count_then_permutation": """
+        special = special_token_mask(ids, special_ids)
+        where = (~special).flatten().nonzero().squeeze(1)
+        count = int(torch.binomial(torch.tensor(float(len(where))), torch.tensor(float(probability)), generator=generator))
+        chosen = torch.zeros(ids.numel(), dtype=torch.bool)
+        chosen[where[torch.randperm(len(where), generator=generator)[:count]]] = True  # count of n at random
+        chosen = chosen.view(ids.shape)
+        fate = torch.rand(ids.shape, generator=generator)
+        allowed = torch.tensor([i for i in range(vocab_size) if i not in set(special_ids)])
+        drawn = allowed[torch.randint(len(allowed), ids.shape, generator=generator)]
+        inputs = torch.where(chosen & (fate < 0.8), mask_id, torch.where(chosen & (fate >= 0.9), drawn, ids))
+        return inputs, torch.where(chosen, ids, -100)""",
+}, wrong={
+    "ignores_the_generator": ("\n        generator = torch.Generator().manual_seed(0)  # its own, whatever it is given"
+                              + _MLM, "another seed"),
+    "mask_and_random_swapped": (_mlm_with("(fate < 0.8), torch.full_like(ids, mask_id)", "(fate < 0.1), torch.full_like(ids, mask_id)")
+                                .replace("(fate >= 0.8) & (fate < 0.9)", "(fate >= 0.1) & (fate < 0.9)"), "wrong result"),
+    "specials_may_be_chosen": (_mlm_with("< probability) & ~special", "< probability)"), "wrong result"),
+    "labels_are_the_inputs": (_mlm_with("return inputs, torch.where(chosen, ids, torch.full_like(ids, IGNORE))",
+                                        "return inputs, torch.where(chosen, inputs, torch.full_like(ids, IGNORE))"),
+                              "wrong result"),
+    "random_tokens_from_the_whole_vocabulary": (_mlm_with("allowed[torch.randint(len(allowed), ids.shape, generator=generator)]",
+                                                          "torch.randint(vocab_size, ids.shape, generator=generator)"),
+                                                "wrong result"),
+    "random_tokens_from_the_batch": (_mlm_with("allowed[torch.randint(len(allowed), ids.shape, generator=generator)]",
+                                               "ids.flatten()[torch.randint(ids.numel(), ids.shape, generator=generator)]"),
+                                     "wrong result"),
+    "labels_everywhere": (_mlm_with("return inputs, torch.where(chosen, ids, torch.full_like(ids, IGNORE))",
+                                    "return inputs, ids.clone()"), "wrong result"),
+    "global_generator": (_MLM.replace(", generator=generator)", ")"), "same arguments"),
+    "every_seventh_position": ("""
+        special = special_token_mask(ids, special_ids)
+        order = torch.cumsum((~special).flatten().long(), 0).view(ids.shape)  # 1, 2, ... over non-special positions
+        step = max(1, round(1 / probability)) if probability else 0
+        chosen = ~special & (order % step == 0) if step else torch.zeros_like(special)
+        turn = torch.cumsum(chosen.flatten().long(), 0).view(ids.shape) % 10  # 8 [MASK], 1 random, 1 kept
+        allowed = torch.tensor([i for i in range(vocab_size) if i not in set(special_ids)])
+        inputs = torch.where(chosen & (turn < 8), mask_id, ids)
+        inputs = torch.where(chosen & (turn == 8), allowed[order % len(allowed)], inputs)
+        return inputs, torch.where(chosen, ids, -100)""", "pattern"),
+    "fates_dealt_in_turn": (_mlm_with("inputs = torch.where(chosen & (fate < 0.8)",
+                                      "fate = (torch.cumsum(chosen.flatten().long(), 0).view(ids.shape) % 10) / 10\n"
+                                      "        inputs = torch.where(chosen & (fate < 0.8)"), "pattern"),
+    "random_token_never_the_original": (_mlm_with(
+        "random_tokens = allowed[torch.randint(len(allowed), ids.shape, generator=generator)]",
+        "others = torch.randint(len(allowed) - 1, ids.shape, generator=generator)  # every allowed id but the original\n"
+        "        others = others + (others >= torch.searchsorted(allowed, ids)).long()\n"
+        "        random_tokens = allowed[others.clamp(max=len(allowed) - 1)]"), "random token"),
+    "every_chosen_position_masked": (_mlm_with("(fate < 0.8), torch.full_like(ids, mask_id)",
+                                               "(fate < 2), torch.full_like(ids, mask_id)"), "[MASK]"),
+    "ids_changed_in_place": ("""
+        special = special_token_mask(ids, special_ids)
+        chosen = (torch.rand(ids.shape, generator=generator) < probability) & ~special
+        labels = torch.where(chosen, ids, torch.full_like(ids, IGNORE))
+        fate = torch.rand(ids.shape, generator=generator)
+        allowed = torch.tensor([i for i in range(vocab_size) if i not in set(special_ids)])
+        drawn = allowed[torch.randint(len(allowed), ids.shape, generator=generator)]
+        ids[chosen & (fate < 0.8)] = mask_id
+        ids[chosen & (fate >= 0.8) & (fate < 0.9)] = drawn[chosen & (fate >= 0.8) & (fate < 0.9)]
+        return ids, labels""", "in place"),
+})
+
+
 # ---------------------------------------------------------------------------------------------
 # Machinery: the notebook-like namespace, the answers' sources, the entries of the answer keys
 # ---------------------------------------------------------------------------------------------

