@@ -13,7 +13,7 @@ computes), in the chapter's folder, with its kernel, the book's timeout and ``al
 by the same jupyter-cache function. ``COURSE_BOOK_JOBS`` chapters run at once (default: the
 number of cores, at most 2), each in its own process and kernel, with the threads the chapter
 sets (a library it leaves unlimited gets cores / jobs threads); the executed notebooks are
-stored in the cache by this process alone. myst-nb then serves every chapter from the cache
+stored in the cache by this process alone. The longest chapters start first (:func:`longest_first`). myst-nb then serves every chapter from the cache
 ("Using cached notebook") and executes nothing, and still renders the outputs, so output on
 stderr still fails the ``-W`` build. A cell error fails here, naming the chapter, the cell and
 its line; the chapters that succeeded stay cached.
@@ -22,6 +22,7 @@ its line; the chapters that succeeded stay cached.
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import sys
 import time
@@ -30,6 +31,9 @@ from contextlib import nullcontext
 from multiprocessing import get_context
 from pathlib import Path, PurePosixPath
 from tempfile import TemporaryDirectory
+
+KERNEL_START_ATTEMPTS = 3
+"""How many times a chapter's kernel is started before its failure to start fails the build."""
 
 
 def default_jobs() -> int:
@@ -83,6 +87,10 @@ def read_chapter(path: Path, md_config, nb_config):
 def _execute(path: str, notebook, timeout: int, allow_errors: bool, in_temp: bool, threads: int) -> dict:
     """Execute ``notebook`` (in a worker process) as ``NotebookClientCache.start_client`` does.
 
+    A kernel that dies before it answers (it lost a race for a TCP port with a kernel of another
+    chapter starting at the same moment: jupyter_client picks free ports per process) is started
+    again, up to ``KERNEL_START_ATTEMPTS`` times; no cell has run then, so nothing runs twice.
+
     The kernel's OpenMP and BLAS libraries default to ``threads`` threads (unless the environment
     sets them): two kernels that each spin a thread per core slow each other down. What a chapter
     sets itself (``torch.set_num_threads``, ``threadpoolctl``) still rules."""
@@ -91,9 +99,17 @@ def _execute(path: str, notebook, timeout: int, allow_errors: bool, in_temp: boo
     for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(name, str(threads))
 
-    with TemporaryDirectory() if in_temp else nullcontext(str(Path(path).parent)) as cwd:
-        result = single_nb_execution(notebook, cwd=os.path.abspath(cwd), timeout=timeout,
-                                     allow_errors=allow_errors, meta_override=True)
+    for attempt in range(1, KERNEL_START_ATTEMPTS + 1):
+        try:
+            with TemporaryDirectory() if in_temp else nullcontext(str(Path(path).parent)) as cwd:
+                result = single_nb_execution(copy.deepcopy(notebook), cwd=os.path.abspath(cwd), timeout=timeout,
+                                             allow_errors=allow_errors, meta_override=True)
+            break
+        except RuntimeError as error:  # no cell ran: the kernel never answered
+            if "before replying to kernel_info" not in str(error) or attempt == KERNEL_START_ATTEMPTS:
+                raise
+            print(f"book execution: {path}: the kernel did not start ({error}); starting another", flush=True)
+            time.sleep(attempt)
     return {"notebook": result.nb, "seconds": result.time,
             "error": None if result.err is None else f"{type(result.err).__name__}: {result.err}"}
 
@@ -107,6 +123,22 @@ def _where(notebook) -> str:
             line = f" (line {lines[index]})" if index < len(lines) else ""
             return f"cell {index + 1}{line}"
     return "a cell"
+
+
+def longest_first(pending: list, cache) -> list:
+    """``pending`` ((rel, path, ...) in the table of contents' order) reordered to start the longest chapters first.
+
+    A chapter's length is the time its last cached run took (any earlier version of the same file);
+    chapters never run before go first, later chapters of the book (which do more) before earlier ones.
+    With two workers, starting a long chapter last can leave one worker idle for its whole run.
+    """
+    seconds = {}
+    for record in sorted(cache.list_cache_records(), key=lambda r: r.created):
+        if (record.data or {}).get("execution_seconds") is not None:
+            seconds[str(Path(record.uri).resolve())] = float(record.data["execution_seconds"])
+    order = {id(item): index for index, item in enumerate(pending)}
+    return sorted(pending, key=lambda item: (-seconds.get(str(Path(item[1]).resolve()), float("inf")),
+                                             -order[id(item)]))
 
 
 def execute_book(source: Path, cwd: Path | None = None, jobs: int | None = None) -> list[str]:
@@ -138,6 +170,7 @@ def execute_book(source: Path, cwd: Path | None = None, jobs: int | None = None)
     if not pending:
         print(f"book execution: every chapter is in the cache ({cache.path})", flush=True)
         return []
+    pending = longest_first(pending, cache)
     jobs = min(jobs or default_jobs(), len(pending))
     print(f"book execution: {len(pending)} chapter(s) to run, {jobs} at a time: "
           + ", ".join(str(rel) for rel, *_ in pending), flush=True)

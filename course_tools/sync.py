@@ -27,7 +27,7 @@ import nbformat
 import numpy as np
 import scipy.sparse as sp
 
-from . import ROOT, answer_keys, hidden_cases
+from . import ROOT, answer_keys, hidden_cases, verdicts
 from .exercises import answer_cells, assignments, find_exercises, owners, solution_notebooks
 
 RTOL, ATOL = 1e-9, 1e-12
@@ -38,7 +38,9 @@ reference answer that matters moves values by far more than 1e-9. These hold for
 float32 arrays (chapter 5 on) round at about 6e-8, and get :data:`RTOL32`, :data:`ATOL32`.
 """
 RTOL32, ATOL32 = 1e-5, 1e-6
-"""The drift tolerance of float32 (and float16) arrays: about a hundred of their units in the last place."""
+"""The drift tolerance of float32 (and float16) arrays: about a hundred of their units in the last place,
+of each entry or of the array's largest one (:func:`course_tools.verdicts.float32_atol`): a float32 sum
+rounds relative to its terms, so an entry that cancels to near zero moves by units of its neighbours."""
 
 HIDDEN_TEMPLATE = '''\
 # Hidden tests for {name} ({points} points): {n} randomized cases, run when your notebook is graded.
@@ -79,7 +81,7 @@ def case_difference(old, new, where: str = "cases") -> str | None:
         if old.shape != new.shape or old.dtype != new.dtype:
             return f"{where}: {old.dtype} {old.shape} became {new.dtype} {new.shape}"
         if np.issubdtype(old.dtype, np.inexact):
-            rtol, atol = (RTOL, ATOL) if old.dtype.itemsize >= 8 else (RTOL32, ATOL32)
+            rtol, atol = (RTOL, ATOL) if old.dtype.itemsize >= 8 else (RTOL32, verdicts.float32_atol(old, ATOL32))
             close = np.isclose(old, new, rtol=rtol, atol=atol, equal_nan=True)
             return None if np.all(close) else f"{where}: values differ (largest change {np.max(np.abs(old - new)):.3g})"
         return None if np.array_equal(old, new) else f"{where}: values differ"
@@ -93,6 +95,9 @@ def case_difference(old, new, where: str = "cases") -> str | None:
         return case_difference(old.detach().numpy(), new.detach().numpy(), where)
     if isinstance(old, np.random.Generator):  # compared by the state it will draw from
         return case_difference(old.bit_generator.state, new.bit_generator.state, f"{where}.state")
+    if type(old).__module__.startswith("torch") and hasattr(old, "get_state") and hasattr(old, "manual_seed"):
+        # a torch.Generator (ps08's mlm_mask): compared by the state it will draw from
+        return case_difference(old.get_state().numpy(), new.get_state().numpy(), f"{where}.state")
     if callable(old) and hasattr(old, "__code__"):  # a function a visible test passes: compared by its code
         return None if old.__code__.co_code == new.__code__.co_code else f"{where}: the function changed"
     if hasattr(old, "__dict__"):

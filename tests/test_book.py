@@ -22,10 +22,11 @@ from course_tools import edition, exercises, leaks, public, site_config, tool_en
 
 pytestmark = pytest.mark.slow
 PAGES = ["intro", "self_study", "chapters/ch01_counts", "chapters/ch02_word2vec", "chapters/ch03_rnn", "chapters/ch04_lstm",
-         "chapters/ch05_attention", "chapters/ch06_transformer", "chapters/ch07_gpt",
+         "chapters/ch05_attention", "chapters/ch06_transformer", "chapters/ch07_gpt", "chapters/ch08_bert",
          "exercises/ps01_counts/ps01_counts", "exercises/ps02_word2vec/ps02_word2vec", "exercises/ps03_rnn/ps03_rnn",
          "exercises/ps04_lstm/ps04_lstm", "exercises/ps05_attention/ps05_attention",
-         "exercises/ps06_transformer/ps06_transformer", "exercises/ps07_gpt/ps07_gpt", "api", "bibliography"]
+         "exercises/ps06_transformer/ps06_transformer", "exercises/ps07_gpt/ps07_gpt",
+         "exercises/ps08_bert/ps08_bert", "api", "bibliography"]
 
 
 def _build(folder):
@@ -180,8 +181,9 @@ def test_a_cell_error_fails_the_build(tmp_path, root):
     assert "ZeroDivisionError" in result.stdout + result.stderr
 
 
-def _small_book(folder, root, chapter):
-    """A book of one MyST chapter (``chapters/small.md``, body ``chapter``) with the course's configuration."""
+def _small_book(folder, root, chapter, kernel="python3"):
+    """A book of one MyST chapter (``chapters/small.md``, body ``chapter``, run by the kernel named
+    ``kernel``) with the course's configuration."""
     shutil.copy(root / "_config.yml", folder)
     shutil.copy(root / "references.bib", folder)
     shutil.copytree(root / "_ext", folder / "_ext")
@@ -189,7 +191,7 @@ def _small_book(folder, root, chapter):
                                      encoding="utf-8")
     (folder / "intro.md").write_text("# A small book\n", encoding="utf-8")
     (folder / "chapters").mkdir()
-    front = ("---\nkernelspec: {name: python3, display_name: Python 3}\n"
+    front = (f"---\nkernelspec: {{name: {kernel}, display_name: Python 3}}\n"
              "jupytext: {text_representation: {format_name: myst}}\n---\n")
     (folder / "chapters" / "small.md").write_text(front + textwrap.dedent(chapter), encoding="utf-8")
 
@@ -250,3 +252,65 @@ def test_a_cell_error_in_the_pre_execution_names_the_chapter_and_cell(tmp_path, 
     assert len(failures) == 1
     assert failures[0].startswith("chapters/small.md: cell 3 (line 11) failed"), failures[0]
     assert "ZeroDivisionError" in failures[0]
+
+
+def test_a_kernel_that_dies_before_it_answers_is_started_again(tmp_path, root, monkeypatch):
+    """Two chapters starting at once can pick the same free TCP port (jupyter_client picks ports per
+    process); the loser's kernel dies before it answers kernel_info. The pre-execution starts it again:
+    here a real kernel whose first start exits at once, as the loser's does, and whose second start works."""
+    import json
+    import sys
+
+    from course_tools.book_execution import execute_book
+
+    kernels = tmp_path / "jupyter" / "kernels" / "flaky"
+    kernels.mkdir(parents=True)
+    (kernels / "launch.py").write_text(textwrap.dedent(f"""\
+        import os, runpy, sys
+        marker = {str(tmp_path / "started-once")!r}
+        if not os.path.exists(marker):
+            open(marker, "w").close()
+            sys.exit("Address already in use (as when another kernel took the port)")
+        sys.argv = ["ipykernel_launcher"] + sys.argv[1:]
+        runpy.run_module("ipykernel_launcher", run_name="__main__")
+        """))
+    (kernels / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, str(kernels / "launch.py"), "-f", "{connection_file}"],
+        "display_name": "Python 3 (flaky)", "language": "python"}))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    book = tmp_path / "book"
+    book.mkdir()
+    _small_book(book, root, """\
+        # A chapter
+
+        ```{code-cell} ipython3
+        print(6 * 7)
+        ```
+        """, kernel="flaky")
+    assert execute_book(book, cwd=book) == []
+    assert (tmp_path / "started-once").exists(), "the first start did fail"
+    from jupyter_cache import get_cache
+    from course_tools.book_execution import book_config, read_chapter
+
+    notebook, _ = read_chapter(book / "chapters" / "small.md", *book_config(book))
+    cached = get_cache(str(book / "_build" / ".jupyter_cache")).match_cache_notebook(notebook)
+    assert "42" in json.dumps(get_cache(str(book / "_build" / ".jupyter_cache")).get_cache_bundle(cached.pk).nb.cells[-1].outputs)
+
+
+def test_the_longest_chapters_start_first(tmp_path):
+    """With two workers, a long chapter started last keeps one worker busy alone: the pre-execution starts
+    the chapters whose last run took longest, and before them the chapters it has never run (later ones first)."""
+    from jupyter_cache import get_cache
+    from jupyter_cache.base import CacheBundleIn
+    import nbformat
+
+    from course_tools.book_execution import longest_first
+
+    cache = get_cache(str(tmp_path / "cache"))
+    paths = {name: tmp_path / f"{name}.md" for name in ("a", "b", "c", "d", "e")}
+    for name, seconds in (("a", 5.0), ("b", 50.0), ("c", 20.0)):
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(f"x = '{name}'")])
+        cache.cache_notebook_bundle(CacheBundleIn(nb, str(paths[name]), data={"execution_seconds": seconds}),
+                                    check_validity=False, overwrite=True)
+    pending = [(name, paths[name]) for name in "abcde"]  # the table of contents' order
+    assert [name for name, _ in longest_first(pending, cache)] == ["e", "d", "b", "c", "a"]

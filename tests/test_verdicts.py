@@ -129,3 +129,25 @@ def test_check_hidden_reads_the_key_of_the_assignment_it_runs_in(capsys):
     verdicts.check_hidden(seq2seq_beam_search, "hidden_beam_search", ROOT / "solutions" / "ps05_attention")
     with pytest.raises(AssertionError):  # the other assignment's function fails the key
         verdicts.check_hidden(seq2seq_beam_search, "hidden_beam_search", ROOT / "solutions" / "ps07_gpt")
+
+
+def test_float32_entries_that_cancel_are_judged_on_the_arrays_scale():
+    """A float32 sum rounds relative to its terms: where an entry cancels to near zero, another CPU or
+    another correct order of summation moves it by units of its neighbours' last bits (3e-6 on a
+    gradient entry of 0.07 beside entries of 18, seen between two machines). That is no error, in the
+    grader or in ``sync --check``; a wrong entry of any size still is."""
+    from course_tools import sync
+
+    rng = np.random.default_rng(1)
+    terms = rng.normal(size=(64, 200)).astype(np.float32) * 30
+    terms[0] -= terms[0].mean()  # a row that cancels to about zero
+    forward = terms.sum(axis=1)
+    backward = terms[:, ::-1].sum(axis=1)  # the same sums in the other order, also correct
+    assert not np.allclose(forward, backward, rtol=1e-5, atol=1e-7), "the orders do differ entry by entry"
+    assert verdicts.difference(backward, forward, 1e-5, 1e-7, secret=True) is None
+    assert sync.case_difference(forward, backward) is None
+    for wrong in (forward * np.float32(1 + 1e-4), forward + np.float32(0.05) * np.eye(64, dtype=np.float32)[3]):
+        assert verdicts.difference(wrong, forward, 1e-5, 1e-7, secret=True)
+        assert sync.case_difference(forward, wrong)
+    as64 = forward.astype(np.float64)  # float64 keeps its strict per-entry tolerance
+    assert verdicts.difference(as64 + 1e-5 * np.abs(as64).max() * np.eye(64)[0], as64, 1e-5, 1e-9, secret=True)
