@@ -426,7 +426,9 @@ def test_fine_tuning_the_top_layer_from_the_cache_equals_the_full_model_with_fro
     for name, value in before.items():
         frozen = name.startswith(("bert.embeddings.", "bert.encoder.layers.0.", "bert.encoder.layers.1."))
         assert torch.equal(after[name], value) == frozen, name
-        torch.testing.assert_close(after[name], reference.state_dict()[name], rtol=0, atol=1e-5)
+        # Adam divides by the root of tiny second moments: after 9 steps at lr 1e-2 a weight of 0.02 moved
+        # 1.7e-5 between two machines' roundings; a layer trained or frozen wrongly moves by about lr.
+        torch.testing.assert_close(after[name], reference.state_dict()[name], rtol=1e-3, atol=1e-4)
     assert history["loss"].shape == history["lr"].shape == history["grad_norm"].shape == (9,)
     assert history["train_accuracy"].shape == (3,) and "valid_accuracy" not in history
 
