@@ -32,7 +32,6 @@ import shutil
 
 import pytest
 import torch
-from torch import nn
 from torch.nn import functional as F
 
 from course_lib.bert.embeddings import BertEmbeddings, bert_embeddings
@@ -45,6 +44,7 @@ from course_lib.bert.pretrained import (from_bert_state_dict, load_pretrained, m
 from course_lib.bert.self_attention import BertSelfAttention, bert_self_attention
 from course_lib.text.movie_reviews import movie_review_sentences
 from course_lib.training import torch_seed
+from torch_helpers import perturb, randn
 
 transformers = pytest.importorskip("transformers")
 transformers.logging.set_verbosity_error()
@@ -60,20 +60,6 @@ PAIRS = ["Is it any good?", "A tedious film with a plot that makes no sense at a
 
 def assert_close(actual, expected, what: str, atol: float):
     torch.testing.assert_close(actual, expected, rtol=0, atol=atol, msg=lambda m: f"{what}: {m}")
-
-
-def randn(*shape, seed: int, dtype=torch.float64, grad: bool = False):
-    x = torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64).to(dtype)
-    return x.requires_grad_(grad)
-
-
-def perturb(module: nn.Module, seed: int, scale: float = 0.3) -> nn.Module:
-    """Add ``N(0, scale^2)`` noise to every parameter (norms and biases too), in place."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in module.parameters():
-            p.add_(torch.randn(p.shape, generator=g, dtype=torch.float64).to(p.dtype) * scale)
-    return module
 
 
 # ---------------------------------------------------------------- shared models (once per module)

@@ -38,6 +38,7 @@ from course_lib.recurrent import language_model
 from course_lib.recurrent.language_model import RecurrentLanguageModel, batchify, evaluate_perplexity
 from course_lib.training import torch_seed
 from course_lib.transformer.scaled_attention import causal_mask
+from torch_helpers import perturb, randn
 
 transformers = pytest.importorskip("transformers")
 transformers.logging.set_verbosity_error()
@@ -53,20 +54,6 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one torch thr
 def assert_close(actual, expected, what: str, atol: float | None = None):
     atol = TOLERANCE.get(expected.dtype, 1e-10) if atol is None else atol
     torch.testing.assert_close(actual, expected, rtol=0, atol=atol, msg=lambda m: f"{what}: {m}")
-
-
-def randn(*shape, seed: int, dtype=torch.float64, grad: bool = False):
-    x = torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
-    return x.to(dtype).requires_grad_(grad)
-
-
-def perturb(module: nn.Module, seed: int, scale: float = 0.3) -> nn.Module:
-    """Add ``N(0, scale^2)`` noise to every parameter (norms and biases too), in place."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in module.parameters():
-            p.add_(torch.randn(p.shape, generator=g, dtype=torch.float64).to(p.dtype) * scale)
-    return module
 
 
 def make_config(**kwargs) -> GPTConfig:
