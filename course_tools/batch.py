@@ -1,21 +1,29 @@
-"""Grade a whole class: stage every submission, autograde in sandboxes, report in plain words.
+"""Grade a whole class: stage every submission, grade each in a sandbox in parallel, record, report.
 
-``python3 tasks.py grade ps01_counts [--no-experiments] [--unsandboxed]`` (from the course root):
+``python3 tasks.py grade ps01_counts [--no-experiments] [--unsandboxed] [--workers N | --scheduler ADDRESS
+| --serial] [--regrade]`` (from the course root):
 
 1. refuses, saying why, when no sandbox can be had here (:func:`course_tools.sandbox.unavailable`),
    unless ``--unsandboxed`` asks to grade without isolation;
 2. stages each ``submitted/<student>/<assignment>/`` (:mod:`course_tools.staging`) into
    ``_grading/<assignment>/staged``: only notebooks the grader wrote reach nbgrader;
-3. runs the real ``nbgrader autograde <assignment> --force`` on the staged folder, whose
-   execute step runs each notebook in its sandbox and decides the verdicts outside it
-   (:mod:`course_tools.grading`); nbgrader's full log goes to ``_grading/<assignment>/autograde.log``;
-4. prints each student's score from the gradebook with the notes on their submission,
-   and the points still waiting for the instructor (written answers graded by hand).
+3. makes one task per submission (:mod:`course_tools.grading_tasks`) and runs those without an
+   up-to-date result in ``_grading/<assignment>/results`` (all of them with ``--regrade``) on a
+   local Dask cluster, one worker per core (``--workers N``), on the cluster of ``--scheduler``, or
+   in this process (``--serial``) (:mod:`course_tools.cluster`); each result is saved as it comes;
+4. runs the real ``nbgrader autograde <assignment> --force`` once on the staged submissions that
+   have a result, whose execute step records the workers' outputs and verdicts
+   (:mod:`course_tools.grading`): the gradebook has one writer; nbgrader's full log goes to
+   ``_grading/<assignment>/autograde.log``;
+5. prints each student's score from the gradebook with the notes on their submission and the
+   points still waiting for the instructor (written answers graded by hand), then a summary:
+   how many were graded, the failed tasks with their reasons, time per notebook, the slowest.
 
 Nothing in ``submitted/`` is changed. ``--no-experiments`` skips the ungraded experiment
 sections (faster; the feedback then lacks their outputs). Grading the same batch twice
-gives the same gradebook. The exit status is 0 when every submission was graded without
-a note that needs attention, 1 otherwise, 2 when grading was refused.
+gives the same gradebook. A task that failed is not recorded and is graded again next time.
+The exit status is 0 when every submission was graded without a note that needs attention,
+1 otherwise, 2 when grading was refused.
 """
 
 from __future__ import annotations
@@ -25,15 +33,21 @@ import os
 import shutil
 import subprocess
 import sys
+import time
+from dataclasses import asdict
 from pathlib import Path
 
 from . import tool_env
+from .cluster import run_tasks
 from .grading import grading_dir
-from .sandbox import unavailable
+from .grading_tasks import Result, Task, course_fingerprint, load_result, save_result
+from .sandbox import Limits, unavailable
 from .staging import save_record, stage
 
 
-def grade(assignment: str, course: Path | None = None, experiments: bool = True, sandboxed: bool = True) -> int:
+def grade(assignment: str, course: Path | None = None, experiments: bool = True, sandboxed: bool = True,
+          workers: int | None = None, scheduler: str | None = None, serial: bool = False,
+          regrade: bool = False, progress: bool | None = None) -> int:
     course = Path(course or Path.cwd())
     releases = sorted((course / "exercises" / assignment).glob("*.ipynb"))
     if not releases or not (course / "answer_keys" / f"{assignment}.key").exists():
@@ -48,43 +62,105 @@ def grade(assignment: str, course: Path | None = None, experiments: bool = True,
             return 2
     else:
         print("WARNING: grading without a sandbox: every submission runs with your rights.", file=sys.stderr)
+    started = time.time()
     work = grading_dir(course, assignment)
-    shutil.rmtree(work / "staged", ignore_errors=True)
-    shutil.rmtree(work / "records", ignore_errors=True)
-    shutil.rmtree(work / "notes", ignore_errors=True)
+    for name in ("staged", "records", "notes", "recorded"):
+        shutil.rmtree(work / name, ignore_errors=True)
     folders = sorted(p for p in (course / "submitted").glob(f"*/{assignment}")
                      if p.is_dir() or p.is_symlink())
-    records = {}
+    records, tasks = {}, []
+    common = course_fingerprint(assignment, course)
+    limits = asdict(_configured_limits(course))
     for folder in folders:
         student = folder.parent.name
-        record = stage(folder, releases[0], work / "staged" / student / assignment)
+        staged = work / "staged" / student / assignment
+        record = stage(folder, releases[0], staged)
         save_record(record, work / "records" / f"{student}.json")
         records[student] = record
+        tasks.append(Task(assignment, student, (staged / releases[0].name).read_text(encoding="utf-8"),
+                          asdict(record), experiments, sandboxed, limits, common))
+    results = work / "results"
+    kept = {t.student: r for t in tasks if (r := load_result(results / f"{t.student}.json"))
+            and r.fingerprint == t.fingerprint and not regrade}
+    todo = [t for t in tasks if t.student not in kept]
+    for task in todo:  # a stale result must never be recorded, even if this task fails
+        (results / f"{task.student}.json").unlink(missing_ok=True)
+    where = ("in this process" if serial else f"on {scheduler}" if scheduler
+             else f"on {workers or os.cpu_count() or 1} local worker(s)")
+    print(f"{assignment}: {len(folders)} submission(s); {len(kept)} unchanged since they were graded, "
+          f"{len(todo)} to grade {where}", flush=True)
+    fresh: dict[str, Result] = {}
+
+    def on_result(result: Result) -> None:
+        save_result(result, results)
+        fresh[result.student] = result
+
+    failures = run_tasks(todo, on_result, serial=serial, workers=workers, scheduler=scheduler, progress=progress)
+    # one writer to the gradebook: nbgrader records every submission that has a result
+    recorded = work / "recorded"
+    for student in records:
+        if student not in failures:
+            shutil.copytree(work / "staged" / student, recorded / student)
     log = work / "autograde.log"
     env = dict(tool_env(), COURSE_GRADE_EXPERIMENTS="1" if experiments else "0",
-               COURSE_GRADE_UNSANDBOXED="0" if sandboxed else "1")
-    staged = (work / "staged").relative_to(course).as_posix()
-    with open(log, "w", encoding="utf-8") as out:
-        result = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", assignment, "--force",
-                                 f"--CourseDirectory.submitted_directory={staged}"],
-                                cwd=course, stdout=out, stderr=subprocess.STDOUT, env=env)
+               COURSE_GRADE_UNSANDBOXED="0" if sandboxed else "1", COURSE_GRADE_RESULTS=str(results.resolve()))
+    returncode, recording = 0, time.time()
+    if any(recorded.glob("*")):
+        with open(log, "w", encoding="utf-8") as out:
+            returncode = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", assignment, "--force",
+                                         f"--CourseDirectory.submitted_directory={recorded.relative_to(course).as_posix()}"],
+                                        cwd=course, stdout=out, stderr=subprocess.STDOUT, env=env).returncode
+    recording = time.time() - recording
     scores = _scores(course, assignment)
-    print(f"{assignment}: {len(folders)} submission(s); nbgrader's log: {log.relative_to(course)}")
-    attention = False
+    attention = bool(failures)
     for student in sorted(records):
-        score = scores.get(student)
+        score = scores.get(student) if student not in failures else None
         shown = f"{score[0]:g}/{score[1]:g}" if score else "not graded"
         notes = _notes(work, student) or records[student].notes
-        if records[student].refused and not any(n.startswith("not graded") for n in notes):
+        if student in failures:
+            notes = [f"not graded: the grading task failed ({failures[student]}); it is graded again next time"]
+        elif records[student].refused and not any(n.startswith("not graded") for n in notes):
             notes = [f"not graded: {records[student].refused}"] + notes
         if score and score[2]:
             notes = notes + [f"{score[2]:g} points to grade by hand"]
         attention |= bool(records[student].refused) or score is None
         print(f"  {student:<20} {shown:>12}  {'; '.join(notes)}")
-    if result.returncode != 0:
-        print(f"nbgrader autograde exited with status {result.returncode}; see {log}", file=sys.stderr)
+    print(_summary(fresh, kept, failures, time.time() - started, recording)
+          + f"; nbgrader's log: {log.relative_to(course)}")
+    if returncode != 0:
+        print(f"nbgrader autograde exited with status {returncode}; see {log}", file=sys.stderr)
         return 1
     return 1 if attention else 0
+
+
+def _configured_limits(course: Path) -> Limits:
+    """The sandbox limits ``nbgrader_config.py`` sets (``c.SandboxedExecute.cell_seconds`` ...): the
+    workers apply them, since they run outside nbgrader."""
+    from traitlets.config.loader import ConfigFileNotFound, PyFileConfigLoader
+
+    from .grading import SandboxedExecute
+
+    try:
+        config = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
+    except ConfigFileNotFound:
+        config = None
+    executor = SandboxedExecute(config=config)
+    return Limits(cell_seconds=executor.cell_seconds, notebook_seconds=executor.notebook_seconds)
+
+
+def _summary(fresh: dict[str, Result], kept: dict[str, Result], failures: dict[str, str], seconds: float,
+             recording: float) -> str:
+    """One paragraph for the instructor: what was graded, what failed, how long it took."""
+    parts = [f"graded {len(fresh)} in {seconds:.0f} s (recorded by nbgrader in {recording:.1f} s)"]
+    if fresh:
+        times = sorted(fresh.values(), key=lambda r: -r.seconds)
+        parts.append(f"{sum(r.seconds for r in times) / len(times):.1f} s per notebook on the workers")
+        parts.append("slowest: " + ", ".join(f"{r.student} {r.seconds:.1f} s" for r in times[:3]))
+    if kept:
+        parts.append(f"{len(kept)} unchanged (graded before; --regrade grades them again)")
+    if failures:
+        parts.append(f"{len(failures)} failed: " + "; ".join(f"{s} ({why})" for s, why in sorted(failures.items())))
+    return "; ".join(parts)
 
 
 def _notes(work: Path, student: str) -> list[str]:

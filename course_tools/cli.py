@@ -6,8 +6,10 @@
     check                   fail on any drift: answer cells, hidden cases, install cells, exercises/, leaks
     edition N [--out DIR]   write student edition N (first N assignments revealed)
     public [--out DIR]      write the student-facing tree (default _build/public) and check it for leaks
-    grade ASSIGNMENT        stage every submission, autograde each in a sandbox, report
-                            [--no-experiments] [--unsandboxed]
+    grade ASSIGNMENT        stage every submission, grade each in a sandbox on every core (or a Dask
+                            cluster), record them all in the gradebook, report
+                            [--no-experiments] [--unsandboxed] [--workers N | --scheduler ADDRESS | --serial]
+                            [--regrade]
     leaks PATH..            list solution text found in files under PATH
     chapter FILE            execute one chapter alone; write its notebook and figures to _build/chapter/
 """
@@ -39,6 +41,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("assignment")
     p.add_argument("--no-experiments", action="store_true", help="skip the ungraded experiment sections")
     p.add_argument("--unsandboxed", action="store_true", help="grade without the sandbox (unsafe)")
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--workers", type=int, help="local Dask workers, one notebook at a time each (default: one per core)")
+    how.add_argument("--scheduler", metavar="ADDRESS", help="grade on the Dask cluster of this scheduler (tcp://host:8786)")
+    how.add_argument("--serial", action="store_true", help="grade one notebook after another in this process, without Dask")
+    p.add_argument("--regrade", action="store_true", help="grade every submission again, even those unchanged since the last run")
     p = sub.add_parser("leaks", help="find solution text or hidden tests in files")
     p.add_argument("paths", nargs="+", type=Path)
     p = sub.add_parser("chapter", help="execute one chapter alone and write its figures to _build/chapter/")
@@ -94,7 +101,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "grade":
         from .batch import grade
 
-        return grade(args.assignment, experiments=not args.no_experiments, sandboxed=not args.unsandboxed)
+        if args.workers is not None and args.workers < 1:
+            parser.error("--workers needs at least 1")
+        return grade(args.assignment, experiments=not args.no_experiments, sandboxed=not args.unsandboxed,
+                     workers=args.workers, scheduler=args.scheduler, serial=args.serial, regrade=args.regrade)
     if args.command == "leaks":
         from .leaks import find_leaks
 

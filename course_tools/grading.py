@@ -13,6 +13,11 @@ with :class:`SandboxedExecute`. For each (staged, :mod:`course_tools.staging`) n
 3. back in the grader, each test cell gets the verdict of :func:`course_tools.verdicts.judge`
    as its only output: nothing else, so nbgrader's score is exactly the verdicts.
 
+``tasks.py grade`` runs these steps on Dask workers, one task per submission
+(:mod:`course_tools.grading_tasks`, :mod:`course_tools.cluster`); nbgrader's execute step then
+only records each worker's result (``COURSE_GRADE_RESULTS``, :func:`course_tools.grading_tasks.replay`),
+so that one process writes the gradebook. A notebook without a fitting result is graded here.
+
 The expected values never enter the sandbox, so nothing a submission does in its
 kernel (monkeypatching numpy or the checks, hooks, catching exceptions, always-equal
 objects, reading files) can turn a failed verdict into a pass. Notes for the
@@ -34,7 +39,7 @@ import nbformat
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Float
 
-from . import ROOT, answer_keys, sandbox, staging, verdicts
+from . import ROOT, answer_keys, grading_tasks, sandbox, staging, verdicts
 from .edition import edition_number, write_edition
 from .sandbox_runner import MAX_NOTEBOOK, _trim
 
@@ -125,14 +130,15 @@ def grading_notebook(nb, key: dict, job: Path, skip: set[str], sandboxed: bool):
 
 
 def grade_notebook(nb, assignment: str, student: str, course: Path, experiments: bool = True,
-                   sandboxed: bool = True, limits: sandbox.Limits | None = None) -> list[str]:
-    """Run ``nb`` (nbgrader's autograde copy, modified in place) and put the verdicts in its test cells.
+                   sandboxed: bool = True, limits: sandbox.Limits | None = None,
+                   record: staging.Staged | None = None) -> list[str]:
+    """Run ``nb`` (a staged notebook, modified in place) and put the verdicts in its test cells.
 
+    ``record`` is the submission's staging record (a refused one is not run: every test fails).
     Returns the notes for the instructor; ``nb.metadata["grading_seconds"]`` is the sandboxed run's time.
     """
     key = answer_keys.load(assignment, course)
     limits = limits or sandbox.Limits()
-    record = staging.load_record(grading_dir(course, assignment) / "records" / f"{student}.json")
     notes = list(record.notes) if record else []
     if record and record.refused:
         notes.insert(0, f"not graded: {record.refused}")
@@ -237,20 +243,33 @@ class SandboxedExecute(NbGraderPreprocessor):
                              help="wall-clock seconds a whole notebook may run").tag(config=True)
 
     def preprocess(self, nb, resources):
+        """Grade ``nb``: replay a worker's result from ``$COURSE_GRADE_RESULTS/<student>.json`` when
+        there is one for this very notebook (:mod:`course_tools.batch`), else run it in a sandbox here."""
         info = resources.get("nbgrader", {})
         assignment, student = info.get("assignment"), info.get("student")
         course = Path.cwd()
         experiments = os.environ.get("COURSE_GRADE_EXPERIMENTS", "1") != "0"
         sandboxed = os.environ.get("COURSE_GRADE_UNSANDBOXED") != "1"
+        results = os.environ.get("COURSE_GRADE_RESULTS")
         try:
-            limits = sandbox.Limits(cell_seconds=self.cell_seconds, notebook_seconds=self.notebook_seconds)
-            notes = grade_notebook(nb, assignment, student, course, experiments, sandboxed, limits)
+            result = grading_tasks.load_result(Path(results) / f"{student}.json") if results else None
+            if result is not None and grading_tasks.replay(nb, result):
+                notes = result.notes  # graded by a worker (course_tools.cluster): recorded here
+                how = f"recorded the result of worker {result.worker} ({result.seconds} s)"
+            else:
+                if result is not None:
+                    self.log.warning("the result for %s does not fit nbgrader's notebook: grading it here", student)
+                limits = sandbox.Limits(cell_seconds=self.cell_seconds, notebook_seconds=self.notebook_seconds)
+                record = staging.load_record(grading_dir(course, assignment) / "records" / f"{student}.json")
+                notes = grade_notebook(nb, assignment, student, course, experiments, sandboxed, limits, record)
+                how = f"ran it in the sandbox here in {nb.metadata.pop('grading_seconds', None)} s"
         except Exception as error:  # noqa: BLE001 - one notebook's trouble must not stop the batch
             self.log.exception("grading %s of %s failed", assignment, student)
             notes = [f"the grader failed on this notebook ({type(error).__name__}: {str(error)[:200]}); "
                      f"its tests were marked failed: see the log"]
             _apply_verdicts(nb, answer_keys.load(assignment, course), None)
-        self.log.info("ran %s of %s in the sandbox in %s s", assignment, student, nb.metadata.pop("grading_seconds", None))
+            how = "failed"
+        self.log.info("%s of %s: %s", assignment, student, how)
         folder = grading_dir(course, assignment) / "notes"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"{student}.json").write_text(json.dumps(notes))

@@ -103,9 +103,38 @@ def _strings(node):
             yield from _strings(x)
 
 
+GRAM = 10
+STEP = MIN_LENGTH - GRAM + 1
+"""The search samples the text every STEP characters: a signature (at least MIN_LENGTH long) that
+occurs in it covers a sampled position, where GRAM characters of it start within its first STEP."""
+
+
+class _Index:
+    """Every signature found by its GRAM-character pieces at offsets 0 to STEP - 1: the text is then
+    looked up only at every STEP-th position, and a signature is compared where a piece of it matched."""
+
+    def __init__(self, sigs: dict[str, str]):
+        self.pieces: dict[str, list[tuple[str, int]]] = {}
+        for sig in sigs:
+            if len(sig) < STEP + GRAM - 1:  # too short for sampling: never, as MIN_LENGTH is the floor
+                raise ValueError(f"signature shorter than {STEP + GRAM - 1} characters: {sig!r}")
+            for offset in range(STEP):
+                self.pieces.setdefault(sig[offset:offset + GRAM], []).append((sig, offset))
+
+    def found(self, text: str) -> set[str]:
+        """The signatures that occur in ``text``."""
+        hits, pieces = set(), self.pieces
+        for position in range(0, len(text) - GRAM + 1, STEP):
+            for sig, offset in pieces.get(text[position:position + GRAM], ()):
+                if position >= offset and sig not in hits and text.startswith(sig, position - offset):
+                    hits.add(sig)
+        return hits
+
+
 def find_leaks(paths: list[Path], root: Path = ROOT) -> list[Leak]:
     """Every leak in the text files under ``paths`` (files or folders)."""
     sigs = signatures(root)
+    index = _Index(sigs)
     leaks = []
     files = []
     for p in paths:
@@ -117,7 +146,8 @@ def find_leaks(paths: list[Path], root: Path = ROOT) -> list[Leak]:
         for marker in MARKERS:
             if marker in text:
                 leaks.append(Leak(f, f"nbgrader marker {marker!r}"))
+        found = index.found(text)
         for sig, what in sigs.items():
-            if sig in text:
+            if sig in found:
                 leaks.append(Leak(f, f"{what}: {sig[:60]!r}"))
     return leaks

@@ -46,7 +46,9 @@ MARKER = ".course-public"  # marks a folder this command wrote, so that it may r
 FORBIDDEN_DIRS = {"solutions", "course_lib", "course_tools", "tests", "benchmarks", "source", "submitted",
                   "autograded", "feedback", "release", "answer_keys", "_grading"}
 FORBIDDEN_FILES = {"nbgrader_config.py", "tasks.py", "pyproject.toml", "gradebook.db", "CONTRIBUTING.md"}
-INSTRUCTOR_ONLY = {"nbgrader", "pytest", "cloudpickle"}  # pinned in requirements.txt, not needed by students
+# pinned in requirements.txt, not needed by students: grading (nbgrader, Dask, PostgreSQL) and the tests
+INSTRUCTOR_ONLY = {"nbgrader", "pytest", "cloudpickle", "distributed", "dask", "locket", "msgpack", "partd", "tblib",
+                   "toolz", "zict", "pgserver", "psycopg2-binary", "fasteners"}
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 

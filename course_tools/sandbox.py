@@ -8,9 +8,11 @@ puts the kernel in its own user, PID, network, IPC and UTS namespaces: no networ
 processes, and every process it started dies with it (``--unshare-pid``,
 ``--die-with-parent``). Resource limits (``setrlimit`` before the sandbox starts,
 inherited by all it runs) bound address space, processes, open files, the size of
-files written and CPU time. When the grader runs as root, the sandbox
-runs as ``nobody`` (``setpriv``), so a process limit applies and no file of the
-instructor is readable even by mistake; paths under a private folder such as
+files written and CPU time. When the grader runs as root, the sandbox runs as a
+user of its own that owns no file (:func:`sandbox_uid`, by ``setpriv``), so no file of the
+instructor is readable even by mistake and the process limit counts this sandbox's
+processes only: sandboxes graded side by side (:mod:`course_tools.cluster`) cannot use up
+each other's; paths under a private folder such as
 ``/root`` are bound through a private mount namespace (``unshare``).
 
 :func:`unavailable` says in plain words why a sandbox cannot be had here; grading
@@ -30,11 +32,14 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 NOBODY = 65534
+SANDBOX_UIDS = range(1_000_000, 1_000_000 + 2 ** 23)
+"""The users sandboxes run as when the grader is root; none of them has a name or owns a file."""
 TMP_BYTES = 256 * 2 ** 20
 """The size of the sandbox's /tmp (a tmpfs, so it is memory)."""
 
@@ -99,6 +104,12 @@ def _python_roots() -> list[Path]:
     return sorted(r for r in roots if not any(r != o and o in r.parents for o in roots))
 
 
+def sandbox_uid() -> int:
+    """The user this thread's sandbox runs as when the grader is root: one per grading thread
+    (``SANDBOX_UIDS.start`` + the thread's system-wide id), so two sandboxes never share a user."""
+    return SANDBOX_UIDS.start + threading.get_native_id() % len(SANDBOX_UIDS)
+
+
 def _own_processes() -> int:
     """How many processes this user runs now (the process limit counts them all)."""
     uid, count = os.getuid(), 0
@@ -113,7 +124,7 @@ def _own_processes() -> int:
 def _set_limits(limits: Limits):
     """A ``preexec_fn`` that applies ``limits`` to the process about to run (and all it starts).
 
-    As root the sandbox runs as ``nobody``, whose processes are only the sandbox's; as
+    As root the sandbox runs as a user of its own (:func:`sandbox_uid`), whose processes are only the sandbox's; as
     another user the limit counts that user's other processes too, so they are added."""
     processes = limits.processes + (0 if os.geteuid() == 0 else _own_processes())
 
@@ -147,7 +158,7 @@ def _prefix(binds: list[tuple[Path, str, bool]], job: Path | None) -> list[str]:
         bwrap += ["--setenv", name, value]
     if job is not None:
         bwrap += ["--chdir", "/grading/work"]
-    drop = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--inh-caps=-all",
+    drop = ["setpriv", f"--reuid={sandbox_uid()}", f"--regid={NOBODY}", "--clear-groups", "--inh-caps=-all",
             "--bounding-set=-all"] if os.geteuid() == 0 else []
     return drop + bwrap
 
@@ -193,7 +204,7 @@ def run_notebook(job: Path, edition: Path, limits: Limits, sandboxed: bool = Tru
 
 def _through_private_mounts(command: list[str], binds) -> tuple[list[str], Path]:
     """Run ``command`` in a private mount namespace where each bound folder is first bind-mounted
-    at a path ``nobody`` can reach, and bwrap binds it from there."""
+    at a path the sandbox's user can reach, and bwrap binds it from there."""
     stage = Path(tempfile.mkdtemp(prefix="course-sandbox-"))
     os.chmod(stage, 0o755)
     script, mapping = ["set -e"], {}

@@ -18,6 +18,8 @@ import pytest
 from nbgrader.api import Gradebook
 
 from conftest import run
+from course_tools import tool_env
+from grading_helpers import answers as _answers, scratch_course, submit as _submit
 
 ASSIGNMENT = "ps01_counts"
 NOTEBOOK = f"{ASSIGNMENT}.ipynb"
@@ -25,27 +27,6 @@ FUNCTIONS = ["one_hot", "tfidf", "ppmi", "cosine_similarity"]
 POINTS = {"one_hot": 10, "tfidf": 25, "ppmi": 30, "cosine_similarity": 20}  # weighted by difficulty
 WRITTEN = "written_ppmi_smoothing"  # the written question, 15 points, graded by hand
 pytestmark = pytest.mark.slow
-
-
-def _answers(root: Path, assignment: str = ASSIGNMENT) -> dict[str, str]:
-    nb = nbformat.read(root / "solutions" / assignment / f"{assignment}.ipynb", as_version=4)
-    return {c.metadata["nbgrader"]["grade_id"]: c.source for c in nb.cells
-            if c.metadata.get("nbgrader", {}).get("solution")}
-
-
-def _submit(course: Path, student: str, answers: dict[str, str], edit=None, assignment: str = ASSIGNMENT) -> None:
-    """Write a submission: the released notebook with ``answers`` typed into its answer cells."""
-    notebook = f"{assignment}.ipynb"
-    nb = nbformat.read(course / "exercises" / assignment / notebook, as_version=4)
-    for cell in nb.cells:
-        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-        if grade_id in answers:
-            cell.source = answers[grade_id]
-    if edit:
-        edit(nb)
-    folder = course / "submitted" / student / assignment
-    folder.mkdir(parents=True)
-    nbformat.write(nb, folder / notebook)
 
 
 def _cell(nb, grade_id):
@@ -224,6 +205,10 @@ def _auto_scores(course: Path, assignment: str = ASSIGNMENT) -> dict[tuple[str, 
                 for notebook in sub.notebooks for grade in notebook.grades}
 
 
+def _student_lines(report: str, but: str) -> list[str]:
+    return [line for line in report.splitlines() if line.startswith("  ") and line.split()[0] != but]
+
+
 def test_grading_the_same_batch_twice_gives_the_same_gradebook(course):
     course, first = course
     before = _auto_scores(course)
@@ -231,35 +216,42 @@ def test_grading_the_same_batch_twice_gives_the_same_gradebook(course):
     again = run(["-m", "course_tools", "grade", ASSIGNMENT, "--no-experiments"], cwd=course, check=False)
     assert _auto_scores(course) == before
     # the same report (but for "full", whose written answer another test graded by hand in between)
-    assert [line for line in again.stdout.splitlines()[1:] if " full " not in line] == \
-        [line for line in first.stdout.splitlines()[1:] if " full " not in line]
+    assert _student_lines(again.stdout, but="full") == _student_lines(first.stdout, but="full")
+    # nothing changed, so nothing was run again: the workers' results were recorded once more
+    assert "7 unchanged since they were graded, 0 to grade" in again.stdout.splitlines()[0], again.stdout
     assert sorted((p.relative_to(course), p.stat().st_size) for p in (course / "submitted").rglob("*")) == submitted
 
 
 @pytest.fixture(scope="module")
 def graded_with_experiments(tmp_path_factory, root):
-    """``grade(assignment) -> (grading run, autograded notebook)``: a full-marks submission graded with its
-    experiments (the default), once per assignment however many tests read it."""
+    """``grade(assignment) -> (grading run, autograded notebook)``: a full-marks submission of each assignment
+    graded with its experiments (the default). The eight courses are graded on the first call, two at a
+    time (each grades one notebook, in its own process: ``--serial``), however many tests read them."""
+    from concurrent.futures import ThreadPoolExecutor
+
     runs = {}
 
+    def grade_one(assignment):
+        course = scratch_course(tmp_path_factory.mktemp(f"experiments_{assignment}"), root, assignment, env=tool_env())
+        _submit(course, "full", _answers(root, assignment), assignment=assignment)
+        graded = run(["-m", "course_tools", "grade", assignment, "--serial"], cwd=course)
+        autograded = course / "autograded" / "full" / assignment / f"{assignment}.ipynb"
+        return graded, nbformat.read(autograded, as_version=4)
+
     def grade(assignment):
-        if assignment not in runs:
-            course = tmp_path_factory.mktemp(f"experiments_{assignment}")
-            shutil.copy(root / "nbgrader_config.py", course)
-            for folder in ("solutions", "exercises", "answer_keys"):
-                shutil.copytree(root / folder, course / folder)
-            run(["-m", "nbgrader", "generate_assignment", assignment, "--force"], cwd=course)
-            _submit(course, "full", _answers(root, assignment), assignment=assignment)
-            graded = run(["-m", "course_tools", "grade", assignment], cwd=course)
-            autograded = course / "autograded" / "full" / assignment / f"{assignment}.ipynb"
-            runs[assignment] = (graded, nbformat.read(autograded, as_version=4))
+        if not runs:
+            with ThreadPoolExecutor(2) as pool:
+                runs.update(zip(EXPERIMENTS, pool.map(grade_one, EXPERIMENTS)))
         return runs[assignment]
 
     return grade
 
 
-@pytest.mark.parametrize("assignment", [ASSIGNMENT, *["ps02_word2vec", "ps03_rnn", "ps04_lstm", "ps05_attention",
-                                                       "ps06_transformer", "ps07_gpt", "ps08_bert"]])
+EXPERIMENTS = [ASSIGNMENT, "ps02_word2vec", "ps03_rnn", "ps04_lstm", "ps05_attention", "ps06_transformer", "ps07_gpt",
+               "ps08_bert"]
+
+
+@pytest.mark.parametrize("assignment", EXPERIMENTS)
 def test_experiments_run_by_default_without_an_error_and_reach_the_feedback(graded_with_experiments, assignment):
     """Without --no-experiments the ungraded sections run too (in the sandbox), for the feedback:
     with the solution's answers every cell of the notebook runs without an error."""

@@ -39,6 +39,7 @@ from nbgrader.api import Gradebook
 
 import redteam_submissions as rt
 from conftest import run
+from course_tools.sandbox import SANDBOX_UIDS
 
 pytestmark = pytest.mark.slow
 
@@ -53,7 +54,6 @@ c.SandboxedExecute.notebook_seconds = {NOTEBOOK_SECONDS}
 EXCLUDED = {"_grading", "autograded", "feedback", "gradebook.db", ".nbgrader.log"}
 """What grading may write in the course folder; everything else must stay as it was."""
 MAX_NOTEBOOK_BYTES = 5 * 2 ** 20
-NOBODY = 65534
 
 
 class Listener:
@@ -202,16 +202,16 @@ def _editions(root: Path) -> dict:
     return {p.name: snapshot(p) for p in sorted((root / "_build" / "editions").glob("edition*-*")) if p.is_dir()}
 
 
-def _leftovers(course: Path, token: str, nobody_before: set[int]) -> list:
+def _leftovers(course: Path, token: str, sandbox_users_before: set[int]) -> list:
     """Processes of this batch still alive: the daemon's token or the course in the command line, or
-    new processes of ``nobody`` (unless another grader is running now and may own them)."""
+    new processes of a sandbox's user (unless another grader is running now and may own them)."""
     deadline = time.time() + 5
     while True:
         found = [p for p in processes() if token in p[2] or str(course) in p[2]]
         others_grading = any(("autograde" in c or "course_tools grade" in c) and str(course) not in c
                              for _, _, c in processes())
         if not others_grading:
-            found += [p for p in processes() if p[1] == NOBODY and p[0] not in nobody_before and p not in found]
+            found += [p for p in processes() if p[1] in SANDBOX_UIDS and p[0] not in sandbox_users_before and p not in found]
         if not found or time.time() > deadline:
             return found
         time.sleep(0.5)
@@ -248,7 +248,7 @@ def batch(tmp_path_factory, root):
     rt.build_all(ctx)
     build_seconds = time.time() - started
     before, editions_before = snapshot(course, EXCLUDED), _editions(root)
-    nobody_before = {p[0] for p in processes() if p[1] == NOBODY}
+    sandbox_users_before = {p[0] for p in processes() if p[1] in SANDBOX_UIDS}
     tmp_before = set(Path("/tmp").glob("course-sandbox-*"))
 
     def grade() -> Grading:
@@ -257,7 +257,7 @@ def batch(tmp_path_factory, root):
         seconds = time.time() - started
         return Grading(result.stdout, result.stderr, result.returncode, seconds, _lines(result.stdout),
                        _gradebook(course), snapshot(course, EXCLUDED), _editions(root),
-                       _leftovers(course, ctx.token, nobody_before))
+                       _leftovers(course, ctx.token, sandbox_users_before))
 
     try:
         first = grade()

@@ -137,6 +137,20 @@ def test_leak_scanner_sees_through_markup(tmp_path, suffix):
     assert "vectors.counts.ppmi" in found[0].what
 
 
+def test_the_leak_search_finds_exactly_what_a_substring_search_finds():
+    """The sampled search of leaks.find_leaks against ``sig in text``, on texts made to hold many near misses."""
+    rng = np.random.default_rng(0)
+    for trial in range(400):
+        alphabet = list("ab ") if trial % 2 else list("abcde")
+        sigs = {"".join(rng.choice(alphabet, size=rng.integers(leaks.MIN_LENGTH, 40))): "x" for _ in range(20)}
+        text = "".join(rng.choice(alphabet, size=rng.integers(0, 400)))
+        for sig in list(sigs)[:5]:
+            if rng.random() < 0.7:
+                at = int(rng.integers(0, len(text) + 1))
+                text = text[:at] + sig + text[at:]
+        assert leaks._Index(sigs).found(text) == {sig for sig in sigs if sig in text}, trial
+
+
 def _call_in_edition(folder, code: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env={"PYTHONPATH": str(folder), "PATH": ""}, cwd=folder)
@@ -145,14 +159,19 @@ def _call_in_edition(folder, code: str) -> subprocess.CompletedProcess:
 def test_student_edition_stubs_every_exercise(tmp_path):
     folder = edition.write_edition(tmp_path / "ed0", 0)
     assert not leaks.find_leaks([folder])
-    for key in exercises.find_exercises():
-        module, name = key.rsplit(".", 1)
-        probe = (f"import course_lib, course_lib.{module} as m\n"
-                 f"assert course_lib.__file__.startswith({str(folder)!r}), course_lib.__file__\n"
-                 f"import inspect; src = inspect.getsource(m.{name})\n"
-                 f"assert 'raise NotImplementedError()' in src and 'BEGIN SOLUTION' not in src\n")
-        result = _call_in_edition(folder, probe)
-        assert result.returncode == 0, result.stderr
+    keys = sorted(exercises.find_exercises())
+    probe = (f"import course_lib, importlib, inspect\n"
+             f"assert course_lib.__file__.startswith({str(folder)!r}), course_lib.__file__\n"
+             f"for key in {keys!r}:\n"
+             f"    module, name = key.rsplit('.', 1)\n"
+             f"    src = inspect.getsource(getattr(importlib.import_module('course_lib.' + module), name))\n"
+             f"    if 'raise NotImplementedError()' not in src or 'BEGIN SOLUTION' in src:\n"
+             f"        print('not stubbed:', key)\n"
+             f"    else:\n"
+             f"        print('stubbed:', key)\n")
+    result = _call_in_edition(folder, probe)  # one interpreter for all: importing torch once
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [f"stubbed: {key}" for key in keys]
     result = _call_in_edition(folder, "from course_lib.vectors.counts import one_hot; one_hot([1], 3)")
     assert "NotImplementedError" in result.stderr
     assert (folder / "pyproject.toml").read_text().count("+student0") == 1

@@ -1,0 +1,127 @@
+"""A class graded serially, on one local Dask worker and on one per core; grades compared; scaling.
+
+    .venv/bin/python benchmarks/grading_parallel.py [--students 30] [--assignment ps01_counts]
+                                                    [--no-experiments] [--no-postgres]
+
+A scratch course receives ``--students`` submissions of the assignment (four in five
+full marks, the others with a wrong tfidf or left blank, as a class hands in), and the
+README's command grades the whole batch three times, each from nothing (``--regrade``):
+
+1. ``--serial``: one notebook after another in one process, into SQLite (the reference);
+2. ``--workers 1``: a local Dask cluster of one worker, into SQLite;
+3. default: one local worker per core, into a throwaway PostgreSQL server
+   (:mod:`course_tools.postgres`; ``--no-postgres``: SQLite).
+
+Printed: each run's wall time, the mean time of one grading task on its worker (the
+sandboxed run with its kernel start and the verdicts), the time nbgrader took to record
+the batch (the one writer of the gradebook), the speed-up over serial grading, and
+whether ``nbgrader export`` gives the same grades in every run. Then the expected time
+for 300 students and 8 assignments on a 16-core machine and on a cluster of ten such
+machines, from these measurements, with the assumptions stated. Target: at least 1.8x
+with the local cluster on a 2-core machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import nullcontext
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+from course_tools import tool_env  # noqa: E402
+from course_tools.postgres import throwaway_postgres  # noqa: E402
+from grading_helpers import answers, scratch_course, submit  # noqa: E402
+from timing import cpu_name  # noqa: E402
+
+
+def _class(course: Path, assignment: str, students: int) -> None:
+    right = answers(ROOT, assignment)
+    wrong = dict(right, tfidf=right["tfidf"].replace("np.log((1 + n_docs) / (1 + df)) + 1",
+                                                     "np.log((1 + n_docs) / (1 + df))")) if "tfidf" in right else {}
+    for number in range(students):
+        kind = number % 10
+        submit(course, f"student{number:03d}", wrong if kind == 3 else {} if kind == 7 else right, assignment=assignment)
+
+
+def _grade(course: Path, assignment: str, flags: list[str], env: dict) -> dict:
+    started = time.time()
+    result = subprocess.run([sys.executable, "-m", "course_tools", "grade", assignment, "--regrade", *flags],
+                            cwd=course, capture_output=True, text=True, env=tool_env(**env))
+    wall = time.time() - started
+    summary = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else result.stderr[-500:]
+    recorded = re.search(r"recorded by nbgrader in ([0-9.]+) s", summary)
+    results = [json.loads(p.read_text()) for p in (course / "_grading" / assignment / "results").glob("*.json")]
+    subprocess.run([sys.executable, "-m", "nbgrader", "export", "--to", "grades.csv"], cwd=course, check=True,
+                   capture_output=True, env=tool_env(**env))
+    with open(course / "grades.csv", newline="", encoding="utf-8") as f:
+        grades = sorted((row["student_id"], row["raw_score"], row["score"], row["max_score"]) for row in csv.DictReader(f))
+    return {"wall": wall, "task": statistics.mean(r["seconds"] for r in results), "grades": grades,
+            "recorded": float(recorded.group(1)) if recorded else float("nan"), "summary": summary,
+            "workers": len({r["worker"] for r in results})}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--students", type=int, default=30)
+    parser.add_argument("--assignment", default="ps01_counts")
+    parser.add_argument("--no-experiments", action="store_true")
+    parser.add_argument("--no-postgres", action="store_true")
+    args = parser.parse_args()
+    cores = os.cpu_count() or 1
+    flags = ["--no-experiments"] if args.no_experiments else []
+    print(f"{args.students} submissions of {args.assignment}{' (graded cells only)' if flags else ''}; "
+          f"{cores} cores ({cpu_name()})")
+    runs = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        courses = {}
+        for name in ("serial", "1 worker", f"{cores} workers"):
+            courses[name] = scratch_course(Path(scratch) / name.replace(" ", "_"), ROOT, args.assignment, env=tool_env())
+            _class(courses[name], args.assignment, args.students)
+        runs["serial"] = _grade(courses["serial"], args.assignment, flags + ["--serial"], {})
+        runs["1 worker"] = _grade(courses["1 worker"], args.assignment, flags + ["--workers", "1"], {})
+        database = nullcontext(None) if args.no_postgres else throwaway_postgres()
+        with database as url:
+            env = {"NBGRADER_DB_URL": url} if url else {}
+            if url:  # the release is recorded in the PostgreSQL gradebook first, as an instructor would
+                subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", args.assignment, "--force"],
+                               cwd=courses[f"{cores} workers"], check=True, capture_output=True, env=tool_env(**env))
+            runs[f"{cores} workers"] = _grade(courses[f"{cores} workers"], args.assignment, flags, env)
+    serial_wall = runs["serial"]["wall"]
+    print(f"\n{'run':<12} {'gradebook':<11} {'wall s':>8} {'task s (mean)':>14} {'recording s':>12} {'speed-up':>9}")
+    for name, run in runs.items():
+        book = "PostgreSQL" if name == f"{cores} workers" and not args.no_postgres else "SQLite"
+        print(f"{name:<12} {book:<11} {run['wall']:>8.1f} {run['task']:>14.1f} {run['recorded']:>12.1f} "
+              f"{serial_wall / run['wall']:>8.2f}x")
+    same = all(run["grades"] == runs["serial"]["grades"] for run in runs.values())
+    print(f"\nnbgrader export gives the same grades in every run: {'yes' if same else 'NO'} "
+          f"({len(runs['serial']['grades'])} students)")
+    for name, run in runs.items():
+        print(f"  {name}: {run['summary'][:300]}")
+
+    # Scaling, from the measurements above
+    task = runs["serial"]["task"]
+    per_record = runs["serial"]["recorded"] / args.students
+    efficiency = serial_wall / runs[f"{cores} workers"]["wall"] / cores
+    notebooks = 300 * 8
+    print(f"\nExpected time for 300 students x 8 assignments ({notebooks} notebooks), assuming every assignment costs "
+          f"what {args.assignment} cost here ({task:.1f} s per task on one core of this CPU), recording at "
+          f"{per_record:.2f} s per notebook on the coordinator (serial: the one gradebook writer), and the "
+          f"parallel efficiency measured here ({efficiency:.2f} per core):")
+    for label, workers in (("one core, serial", 1), ("a 16-core machine", 16), ("10 machines of 16 cores", 160)):
+        hours = (notebooks * task / (workers * (efficiency if workers > 1 else 1)) + notebooks * per_record) / 3600
+        print(f"  {label:<26} {hours:6.2f} h")
+
+
+if __name__ == "__main__":
+    main()

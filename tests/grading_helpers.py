@@ -1,0 +1,45 @@
+"""Helpers shared by the grading tests and the grading benchmarks: a scratch course and submissions
+made from the release the way students make them."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+
+
+def answers(root: Path, assignment: str = "ps01_counts") -> dict[str, str]:
+    """``grade_id -> source`` of the answer cells of ``assignment``'s solution notebook."""
+    nb = nbformat.read(root / "solutions" / assignment / f"{assignment}.ipynb", as_version=4)
+    return {c.metadata["nbgrader"]["grade_id"]: c.source for c in nb.cells
+            if c.metadata.get("nbgrader", {}).get("solution")}
+
+
+def submit(course: Path, student: str, answers: dict[str, str], edit=None, assignment: str = "ps01_counts") -> None:
+    """Write a submission: the released notebook with ``answers`` typed into its answer cells."""
+    notebook = f"{assignment}.ipynb"
+    nb = nbformat.read(course / "exercises" / assignment / notebook, as_version=4)
+    for cell in nb.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id in answers:
+            cell.source = answers[grade_id]
+    if edit:
+        edit(nb)
+    folder = course / "submitted" / student / assignment
+    folder.mkdir(parents=True)
+    nbformat.write(nb, folder / notebook)
+
+
+def scratch_course(course: Path, root: Path, assignment: str, env: dict | None = None) -> Path:
+    """Make ``course`` an instructor's course folder: the repository's nbgrader_config.py, solutions/,
+    exercises/ and answer keys, with ``assignment`` released by real nbgrader (``--force``, as the README says)."""
+    course.mkdir(parents=True, exist_ok=True)
+    shutil.copy(root / "nbgrader_config.py", course)
+    for folder in ("solutions", "exercises", "answer_keys"):
+        shutil.copytree(root / folder, course / folder)
+    subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", assignment, "--force"], cwd=course,
+                   check=True, capture_output=True, env=env)
+    return course
