@@ -173,6 +173,8 @@ def test_a_worker_killed_while_grading_loses_no_submission(tmp_path, root):
     """Two workers, each grading a slow notebook; one is killed: the scheduler gives its task to the other."""
     folder = tmp_path / "cluster"
     folder.mkdir()
+    jobs = ROOT / "_grading" / ASSIGNMENT / "jobs"
+    before = set(jobs.glob("*")) if jobs.exists() else set()
     cluster = Cluster(folder)
     try:
         course = scratch_course(tmp_path / "course", root, ASSIGNMENT, env=tool_env())
@@ -180,8 +182,6 @@ def test_a_worker_killed_while_grading_loses_no_submission(tmp_path, root):
         slow["one_hot"] = "import time\ntime.sleep(5)\n" + slow["one_hot"]
         for student in ("ada", "bo"):
             submit(course, student, slow)
-        jobs = ROOT / "_grading" / ASSIGNMENT / "jobs"
-        before = set(jobs.glob("*")) if jobs.exists() else set()
         grading = subprocess.Popen([sys.executable, "-m", "course_tools", "grade", ASSIGNMENT, "--no-experiments",
                                     "--scheduler", cluster.address], cwd=course, env=tool_env(),
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -202,6 +202,8 @@ def test_a_worker_killed_while_grading_loses_no_submission(tmp_path, root):
             "the surviving worker sent every result"
     finally:
         cluster.close()
+        for job in set(jobs.glob("*")) - before:  # the killed worker's sandbox folder, left half done
+            shutil.rmtree(job, ignore_errors=True)
 
 
 def test_a_task_refuses_a_course_that_is_not_the_coordinators():
