@@ -38,7 +38,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from . import tool_env
-from .cluster import run_tasks
+from .cluster import ClusterUnavailable, run_tasks
 from .grading import grading_dir
 from .grading_tasks import Result, Task, course_fingerprint, load_result, save_result
 from .sandbox import Limits, unavailable
@@ -95,7 +95,11 @@ def grade(assignment: str, course: Path | None = None, experiments: bool = True,
         save_result(result, results)
         fresh[result.student] = result
 
-    failures = run_tasks(todo, on_result, serial=serial, workers=workers, scheduler=scheduler, progress=progress)
+    try:
+        failures = run_tasks(todo, on_result, serial=serial, workers=workers, scheduler=scheduler, progress=progress)
+    except ClusterUnavailable as error:
+        print(f"grading stopped: {error}", file=sys.stderr)
+        return 2
     # one writer to the gradebook: nbgrader records every submission that has a result
     recorded = work / "recorded"
     for student in records:

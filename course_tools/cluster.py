@@ -29,6 +29,11 @@ from .grading_tasks import Result, Task, run_task
 
 RETRIES = 1
 """How many times a task whose code raised is tried again (on any worker)."""
+CONNECT_TIMEOUT = "10s"
+
+
+class ClusterUnavailable(RuntimeError):
+    """No Dask cluster to grade on: the scheduler cannot be reached, or a local one cannot start."""
 
 
 def _reason(error: BaseException) -> str:
@@ -64,12 +69,17 @@ def run_tasks(tasks: Iterable[Task], on_result: Callable[[Result], None], serial
             return failures
         from distributed import Client, LocalCluster, as_completed
 
-        if scheduler:
-            client, cluster = Client(scheduler, timeout="30s"), None
-        else:
-            cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
-                                   dashboard_address=None, silence_logs=logging.ERROR)
-            client = Client(cluster)
+        try:
+            if scheduler:
+                client, cluster = Client(scheduler, timeout=CONNECT_TIMEOUT), None
+            else:
+                cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
+                                       processes=True, dashboard_address=None, silence_logs=logging.ERROR)
+                client = Client(cluster)
+        except (OSError, TimeoutError, ValueError) as error:
+            where = f"reach the Dask scheduler at {scheduler}" if scheduler else "start a local Dask cluster"
+            raise ClusterUnavailable(f"could not {where} ({type(error).__name__}: {str(error)[:200]}); "
+                                     f"--serial grades without Dask") from None
         try:
             futures = {client.submit(run_task, task, retries=RETRIES, pure=False,
                                      key=f"grade-{task.assignment}-{task.fingerprint[:16]}-{index}"): task

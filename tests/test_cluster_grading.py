@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -204,6 +205,18 @@ def test_a_worker_killed_while_grading_loses_no_submission(tmp_path, root):
         cluster.close()
         for job in set(jobs.glob("*")) - before:  # the killed worker's sandbox folder, left half done
             shutil.rmtree(job, ignore_errors=True)
+
+
+def test_an_unreachable_scheduler_stops_the_batch_with_a_clear_error(tmp_path, root):
+    course = scratch_course(tmp_path / "course", root, ASSIGNMENT, env=tool_env())
+    submit(course, "ada", answers(root))
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{s.getsockname()[1]}"
+    stopped = run(["-m", "course_tools", "grade", ASSIGNMENT, "--scheduler", address], cwd=course, check=False)
+    assert stopped.returncode == 2
+    assert f"could not reach the Dask scheduler at {address}" in stopped.stderr and "--serial" in stopped.stderr
+    assert "Traceback" not in stopped.stderr and not (course / "autograded").exists()
 
 
 def test_a_task_refuses_a_course_that_is_not_the_coordinators():
