@@ -115,7 +115,17 @@ def grade(assignment: str, course: Path | None = None, experiments: bool = True,
                                          f"--CourseDirectory.submitted_directory={recorded.relative_to(course).as_posix()}"],
                                         cwd=course, stdout=out, stderr=subprocess.STDOUT, env=env).returncode
     recording = time.time() - recording
-    scores = _scores(course, assignment)
+    attention = _report(records, _scores(course, assignment), failures, work)
+    print(_summary(fresh, kept, failures, time.time() - started, recording)
+          + f"; nbgrader's log: {log.relative_to(course)}")
+    if returncode != 0:
+        print(f"nbgrader autograde exited with status {returncode}; see {log}", file=sys.stderr)
+        return 1
+    return 1 if attention else 0
+
+
+def _report(records: dict, scores: dict, failures: dict[str, str], work: Path) -> bool:
+    """Print one line per student: score and notes. True when any submission needs the instructor's attention."""
     attention = bool(failures)
     for student in sorted(records):
         score = scores.get(student) if student not in failures else None
@@ -129,12 +139,7 @@ def grade(assignment: str, course: Path | None = None, experiments: bool = True,
             notes = notes + [f"{score[2]:g} points to grade by hand"]
         attention |= bool(records[student].refused) or score is None
         print(f"  {student:<20} {shown:>12}  {'; '.join(notes)}")
-    print(_summary(fresh, kept, failures, time.time() - started, recording)
-          + f"; nbgrader's log: {log.relative_to(course)}")
-    if returncode != 0:
-        print(f"nbgrader autograde exited with status {returncode}; see {log}", file=sys.stderr)
-        return 1
-    return 1 if attention else 0
+    return attention
 
 
 def _configured_limits(course: Path) -> Limits:
