@@ -9,8 +9,8 @@ README's command grades the whole batch three times, each from nothing (``--regr
 
 1. ``--serial``: one notebook after another in one process, into SQLite (the reference);
 2. ``--workers 1``: a local Dask cluster of one worker, into SQLite;
-3. default: one local worker per core, into a throwaway PostgreSQL server
-   (:mod:`course_tools.postgres`; ``--no-postgres``: SQLite).
+3. default: one local worker per core, into SQLite;
+4. the same into a throwaway PostgreSQL server (:mod:`course_tools.postgres`; not with ``--no-postgres``).
 
 Printed: each run's wall time, the mean time of one grading task on its worker (the
 sandboxed run with its kernel start and the verdicts), the time nbgrader took to record
@@ -82,26 +82,23 @@ def main() -> None:
     flags = ["--no-experiments"] if args.no_experiments else []
     print(f"{args.students} submissions of {args.assignment}{' (graded cells only)' if flags else ''}; "
           f"{cores} cores ({cpu_name()})")
-    runs = {}
+    runs, parallel = {}, f"{cores} workers"
+    plan = [("serial", ["--serial"], False), ("1 worker", ["--workers", "1"], False), (parallel, [], False)]
+    if not args.no_postgres:
+        plan.append((f"{parallel}, PostgreSQL", [], True))
     with tempfile.TemporaryDirectory() as scratch:
-        courses = {}
-        for name in ("serial", "1 worker", f"{cores} workers"):
-            courses[name] = scratch_course(Path(scratch) / name.replace(" ", "_"), ROOT, args.assignment, env=tool_env())
-            _class(courses[name], args.assignment, args.students)
-        runs["serial"] = _grade(courses["serial"], args.assignment, flags + ["--serial"], {})
-        runs["1 worker"] = _grade(courses["1 worker"], args.assignment, flags + ["--workers", "1"], {})
-        database = nullcontext(None) if args.no_postgres else throwaway_postgres()
-        with database as url:
-            env = {"NBGRADER_DB_URL": url} if url else {}
-            if url:  # the release is recorded in the PostgreSQL gradebook first, as an instructor would
-                subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", args.assignment, "--force"],
-                               cwd=courses[f"{cores} workers"], check=True, capture_output=True, env=tool_env(**env))
-            runs[f"{cores} workers"] = _grade(courses[f"{cores} workers"], args.assignment, flags, env)
+        for name, how, postgres in plan:
+            course = Path(scratch) / name.replace(" ", "_").replace(",", "")
+            with throwaway_postgres() if postgres else nullcontext(None) as url:
+                env = {"NBGRADER_DB_URL": url} if url else {}
+                # the release is recorded in the gradebook first (PostgreSQL's too), as an instructor does
+                scratch_course(course, ROOT, args.assignment, env=tool_env(**env))
+                _class(course, args.assignment, args.students)
+                runs[name] = _grade(course, args.assignment, flags + how, env)
     serial_wall = runs["serial"]["wall"]
-    print(f"\n{'run':<12} {'gradebook':<11} {'wall s':>8} {'task s (mean)':>14} {'recording s':>12} {'speed-up':>9}")
+    print(f"\n{'run':<24} {'wall s':>8} {'task s (mean)':>14} {'recording s':>12} {'speed-up':>9}")
     for name, run in runs.items():
-        book = "PostgreSQL" if name == f"{cores} workers" and not args.no_postgres else "SQLite"
-        print(f"{name:<12} {book:<11} {run['wall']:>8.1f} {run['task']:>14.1f} {run['recorded']:>12.1f} "
+        print(f"{name:<24} {run['wall']:>8.1f} {run['task']:>14.1f} {run['recorded']:>12.1f} "
               f"{serial_wall / run['wall']:>8.2f}x")
     same = all(run["grades"] == runs["serial"]["grades"] for run in runs.values())
     print(f"\nnbgrader export gives the same grades in every run: {'yes' if same else 'NO'} "
@@ -112,7 +109,7 @@ def main() -> None:
     # Scaling, from the measurements above
     task = runs["serial"]["task"]
     per_record = runs["serial"]["recorded"] / args.students
-    efficiency = serial_wall / runs[f"{cores} workers"]["wall"] / cores
+    efficiency = serial_wall / runs[parallel]["wall"] / cores
     notebooks = 300 * 8
     print(f"\nExpected time for 300 students x 8 assignments ({notebooks} notebooks), assuming every assignment costs "
           f"what {args.assignment} cost here ({task:.1f} s per task on one core of this CPU), recording at "
