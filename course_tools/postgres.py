@@ -29,7 +29,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-NOBODY = 65534
+from .sandbox import NOBODY
+
 START_ATTEMPTS = 3
 
 
@@ -44,15 +45,20 @@ def binaries() -> Path:
     return Path(spec.origin).parent / "pginstall" / "bin"
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
+def _as(user: int | None) -> dict:
+    """subprocess.run's arguments that run a program as ``user`` (None: as we are)."""
+    return {"user": user, "group": user, "extra_groups": [] if user is not None else None}
+
+
 def _run(args: list, user: int | None, **kwargs) -> subprocess.CompletedProcess:
-    result = subprocess.run([str(a) for a in args], capture_output=True, text=True, user=user,
-                            group=user, extra_groups=[] if user is not None else None, **kwargs)
+    result = subprocess.run([str(a) for a in args], capture_output=True, text=True, **_as(user), **kwargs)
     if result.returncode != 0:
         raise RuntimeError(f"{Path(str(args[0])).name} failed ({result.returncode}): "
                            f"{(result.stderr or result.stdout).strip()[-600:]}")
@@ -80,7 +86,7 @@ def throwaway_postgres(database: str = "gradebook") -> Iterator[str]:
               "-A", "scram-sha-256", "--encoding=UTF8", "--locale=C", "--no-sync"], user)
         port = None
         for attempt in range(START_ATTEMPTS):  # another program may take the free port before we bind it
-            port = _free_port()
+            port = free_port()
             options = f"-c listen_addresses=127.0.0.1 -p {port} -k {folder} -c fsync=off"
             try:
                 _run([bin_dir / "pg_ctl", "-D", folder / "data", "-o", options, "-l", folder / "server.log",
@@ -97,7 +103,6 @@ def throwaway_postgres(database: str = "gradebook") -> Iterator[str]:
             yield f"postgresql+psycopg2://postgres:{password}@127.0.0.1:{port}/{database}"
         finally:
             subprocess.run([str(bin_dir / "pg_ctl"), "-D", str(folder / "data"), "-m", "fast", "-w", "stop"],
-                           capture_output=True, user=user, group=user,
-                           extra_groups=[] if user is not None else None)
+                           capture_output=True, **_as(user))
     finally:
         shutil.rmtree(folder, ignore_errors=True)

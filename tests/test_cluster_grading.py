@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,8 +22,8 @@ import pytest
 
 from conftest import run
 from course_tools import ROOT, tool_env
-from course_tools.grading_tasks import Result, Task, replay, run_task
-from course_tools.postgres import throwaway_postgres
+from course_tools.grading_tasks import Result, Task, load_result, replay, run_task
+from course_tools.postgres import free_port, throwaway_postgres
 from grading_helpers import answers, scratch_course, submit
 
 pytestmark = pytest.mark.slow
@@ -89,7 +88,7 @@ def _export(course: Path, **env) -> list[dict]:
 
 def _results(course: Path) -> dict[str, Result]:
     folder = course / "_grading" / ASSIGNMENT / "results"
-    return {p.stem: Result(**json.loads(p.read_text())) for p in folder.glob("*.json")}
+    return {p.stem: load_result(p) for p in folder.glob("*.json")}
 
 
 @pytest.fixture(scope="module")
@@ -210,9 +209,7 @@ def test_a_worker_killed_while_grading_loses_no_submission(tmp_path, root):
 def test_an_unreachable_scheduler_stops_the_batch_with_a_clear_error(tmp_path, root):
     course = scratch_course(tmp_path / "course", root, ASSIGNMENT, env=tool_env())
     submit(course, "ada", answers(root))
-    with socket.socket() as s:  # a port nobody listens on
-        s.bind(("127.0.0.1", 0))
-        address = f"tcp://127.0.0.1:{s.getsockname()[1]}"
+    address = f"tcp://127.0.0.1:{free_port()}"  # a port nobody listens on
     stopped = run(["-m", "course_tools", "grade", ASSIGNMENT, "--scheduler", address], cwd=course, check=False)
     assert stopped.returncode == 2
     assert f"could not reach the Dask scheduler at {address}" in stopped.stderr and "--serial" in stopped.stderr
