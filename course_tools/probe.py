@@ -118,11 +118,17 @@ def _leaves(x):
 
 
 class _Calls:
-    """Records which library functions a call reaches (``sys.setprofile``), not counting the student's own."""
+    """Records which library functions a call reaches (``sys.setprofile``), not counting the student's own.
 
-    def __init__(self, forbidden=()):
+    Installed for one call (:func:`run_case`), or for the whole life of a grading child before any code
+    of the submission runs (:func:`install`): then it records calls only while ``armed`` (during a test
+    case), and the calls that would switch recording off at any time (``escapes``)."""
+
+    def __init__(self, forbidden=(), armed: bool = True):
         self.names: list[str] = []
+        self.escapes: list[str] = []
         self.forbidden = set(forbidden)
+        self.armed = armed
 
     def _add(self, module, name):
         if not isinstance(module, str):
@@ -139,7 +145,10 @@ class _Calls:
             if frame.f_code.co_filename == __file__:
                 return  # the probe's own calls (switching the recording off at the end)
             if event == "c_call" and getattr(arg, "__name__", "") in ESCAPES:
-                self.names.append(f"course_probe.{arg.__name__}")  # switching the recording off is refused
+                self.escapes.append(f"course_probe.{arg.__name__}")  # switching the recording off is refused
+                self.names.append(f"course_probe.{arg.__name__}")
+            if not self.armed:
+                return
             if event == "call":
                 self._add(frame.f_globals.get("__name__", ""), frame.f_code.co_name)
             elif event == "c_call":
@@ -152,7 +161,16 @@ class _Calls:
             pass
 
 
-def run_case(fn, case: dict, record_calls: bool = False) -> dict:
+def install(forbidden=()) -> _Calls:
+    """Record library calls in this process and every thread it starts from now on (a grading child,
+    before any code of the submission runs); the recorder is armed by :func:`run_case`."""
+    calls = _Calls(forbidden, armed=False)
+    threading.setprofile(calls)
+    sys.setprofile(calls)
+    return calls
+
+
+def run_case(fn, case: dict, record_calls: bool = False, recorder: _Calls | None = None) -> dict:
     """Call ``fn`` on one case; return its outcome as plain data.
 
     ``case``: ``args`` (tuple), ``kwargs`` (dict), optional ``torch`` (arrays become
@@ -172,17 +190,21 @@ def run_case(fn, case: dict, record_calls: bool = False) -> dict:
         if grad:
             for i in grad["inputs"]:
                 args[i].requires_grad_(True)
-    calls = _Calls(case.get("forbidden", ()))
+    installed = recorder is not None
+    calls = recorder if installed else _Calls(case.get("forbidden", ()))
+    calls.names = list(calls.escapes)
     outcome: dict = {}
     previous = sys.getprofile()
     try:
-        if record_calls:
+        if record_calls and not installed:
             threading.setprofile(calls)  # threads started during the call are recorded too
             sys.setprofile(calls)
+        calls.armed = True
         try:
             value = fn(*args, **kwargs)
         finally:
-            if record_calls:
+            calls.armed = False
+            if record_calls and not installed:
                 sys.setprofile(previous)
                 threading.setprofile(None)
     except BaseException as error:  # noqa: BLE001 - the student's code may raise anything, SystemExit included
