@@ -162,8 +162,13 @@ def forbid(names, fd: int | None = None, libraries=("torch",)) -> None:
     ``libraries``: the root modules whose loaded modules are searched for the names (with the whole
     libraries named in ``names``)."""
     names = {n for n in names if isinstance(n, str) and n}
-    if not names:
-        return
+    if names:
+        with warnings.catch_warnings():  # reading some modules' attributes warns (deprecated names)
+            warnings.simplefilter("ignore")
+            _forbid(names, fd, libraries)
+
+
+def _forbid(names: set[str], fd: int | None, libraries) -> None:
     report = _reporter(fd)
     hook: dict = {}
     holder: list = []

@@ -34,12 +34,11 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import cloudpickle
 import nbformat
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Float
 
-from . import ROOT, answer_keys, grading_tasks, sandbox, staging, verdicts
+from . import ROOT, answer_keys, grading_tasks, probe_plan, sandbox, staging, verdicts
 from .edition import edition_number, write_edition
 from .sandbox_runner import MAX_NOTEBOOK, _trim
 
@@ -48,10 +47,10 @@ MAX_RUN_BYTES = 50 * 2 ** 20
 MAX_NOTES = 20
 
 PREAMBLE = '''\
-import probe as __course_probe__
 def __course_no_exit(*args, **kwargs):
     raise RuntimeError("exit() and quit() would end the kernel; when grading they are ignored")
 exit = quit = __course_no_exit'''
+GRADED_ELSEWHERE = "# graded in a process of its own (course_tools.probe_runner), not in this notebook"
 
 
 @functools.lru_cache(maxsize=None)
@@ -101,11 +100,10 @@ def _verdict_output(verdict: verdicts.Verdict):
                                   traceback=[f"AssertionError: {verdict.message}"])
 
 
-def grading_notebook(nb, key: dict, job: Path, skip: set[str], sandboxed: bool):
-    """The notebook the sandbox runs, and ``grading cell index -> original index`` (``None`` for the preamble)."""
-    cases_dir = job / "in" / "cases"
-    cases_dir.mkdir(parents=True, exist_ok=True)
-    where = ("", "") if sandboxed else (f", {str(cases_dir)!r}", f", {str(job / 'out')!r}")
+def grading_notebook(nb, key: dict, skip: set[str]):
+    """The notebook the sandbox runs for feedback (outputs, experiments): its graded test cells do nothing,
+    since they are graded in processes of their own; and ``run cell index -> original index``
+    (``None`` for the preamble)."""
     run = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
                                                             "language": "python"}})
     run.cells.append(nbformat.v4.new_code_cell(PREAMBLE))
@@ -115,11 +113,7 @@ def grading_notebook(nb, key: dict, job: Path, skip: set[str], sandboxed: bool):
         if cell.cell_type != "code":
             continue
         if grade_id in key:
-            entry = key[grade_id]
-            inputs = answer_keys.probe_inputs(entry)
-            with open(cases_dir / f"{grade_id}.pkl", "wb") as f:
-                cloudpickle.dump(inputs, f, protocol=4)  # inputs only; lambdas of visible tests by value
-            source = f"__course_probe__.probe({grade_id!r}, {entry['function']!r}{where[0]}{where[1]})"
+            source = GRADED_ELSEWHERE
         elif not grade_id and cell.source.strip() in skip:
             continue
         else:
@@ -127,6 +121,11 @@ def grading_notebook(nb, key: dict, job: Path, skip: set[str], sandboxed: bool):
         run.cells.append(nbformat.v4.new_code_cell(source))
         origin.append(index)
     return run, origin
+
+
+def _release(course: Path, assignment: str):
+    paths = sorted((course / "exercises" / assignment).glob("*.ipynb"))
+    return nbformat.read(paths[0], as_version=4)
 
 
 def grade_notebook(nb, assignment: str, student: str, course: Path, experiments: bool = True,
@@ -144,21 +143,99 @@ def grade_notebook(nb, assignment: str, student: str, course: Path, experiments:
         notes.insert(0, f"not graded: {record.refused}")
         _apply_verdicts(nb, key, None)  # every test fails, with the reason in the notes
         return notes
-    canonical = set()
-    for path in (course / "exercises" / assignment).glob("*.ipynb"):
-        canonical |= experiment_sources(nbformat.read(path, as_version=4))
+    release_nb = _release(course, assignment)
+    canonical = experiment_sources(release_nb)
     job = Path(tempfile.mkdtemp(prefix=f"{student}-", dir=_jobs(course, assignment)))
     try:
-        run_nb, origin = grading_notebook(nb, key, job, set() if experiments else canonical, sandboxed)
-        nbformat.write(run_nb, job / "in" / "notebook.ipynb")
-        for name in ("probe.py", "sandbox_runner.py"):
+        edition = edition_dir(assignment)
+        plan, plan_notes = probe_plan.write(job, nb, release_nb, key, assignment, limits, sandboxed, canonical,
+                                            feedback=not experiments)
+        for name in probe_plan.SANDBOX_RUNNERS:
             shutil.copy(Path(__file__).with_name(name), job / "in" / name)
-        result = sandbox.run_notebook(job, edition_dir(assignment), limits, sandboxed)
-        nb.metadata["grading_seconds"] = round(result.seconds, 2)
-        notes += _merge(nb, job, origin, result, limits, canonical)
-        _apply_verdicts(nb, key, job / "out")
+        graded = sandbox.run_probes(job, edition, limits, sandboxed,
+                                    probe_plan.masked_libraries(key, plan["setup"]) if sandboxed else ())
+        first, _, rest = graded.stdout.partition(b"\n")
+        report = read_report(first)
+        cells = report.get("cells", {}) if isinstance(report.get("cells"), dict) else {}
+        seconds = graded.seconds
+        notes += plan_notes + _probe_notes(nb, key, report, graded, limits)
+        if not experiments:
+            notes += _feedback(nb, plan, rest.split(b"\n"), graded, limits)
+        wall = graded.timed_out or any(isinstance(c, dict) and c.get("wall_timeout") for c in cells.values())
+        if experiments:  # the whole notebook again, for its outputs and experiments (feedback, never grades)
+            run_nb, origin = grading_notebook(nb, key, set())
+            nbformat.write(run_nb, job / "in" / "notebook.ipynb")
+            shutil.copy(Path(__file__).with_name("sandbox_runner.py"), job / "in" / "sandbox_runner.py")
+            result = sandbox.run_notebook(job, edition, limits, sandboxed)
+            seconds += result.seconds
+            notes += _merge(nb, job, origin, result, limits, canonical)
+        nb.metadata["grading_seconds"] = round(seconds, 2)
+        if wall:
+            nb.metadata["grading_wall_timeout"] = True
+        _apply_verdicts(nb, key, cells)
     finally:
         shutil.rmtree(job, ignore_errors=True)
+    return notes
+
+
+def read_report(data: bytes) -> dict:
+    """The probe runner's report (what came through its pipe), decoded as untrusted data: an empty report
+    when it is not a JSON object, or nests too deeply for the decoder (RecursionError)."""
+    try:
+        report = json.loads(data.decode("utf-8", "replace"))
+    except (ValueError, RecursionError, MemoryError):
+        return {}
+    return report if isinstance(report, dict) else {}
+
+
+def _feedback(nb, plan: dict, lines: list[bytes], graded: sandbox.RunResult, limits: sandbox.Limits) -> list[str]:
+    """Put the feedback run's outputs (:func:`course_tools.probe_runner.run_feedback`) into the student's cells
+    of ``nb``; return notes on errors, cells stopped by a limit and a run that ended early."""
+    def text(value, limit: int) -> str:  # as UTF-8 can hold it (a lone surrogate becomes "?")
+        return str(value)[:limit].encode("utf-8", "replace").decode("utf-8")
+
+    notes, labels = [], {c["index"]: c["label"] for c in plan["feedback"]}
+    for line in lines:
+        record = read_report(line) if line.strip() else {}
+        index = record.get("index", record.get("died"))
+        if not isinstance(index, int) or index not in labels:
+            continue
+        label = labels[index]
+        if "died" in record:
+            notes.append(f"{str(record.get('why'))[:80]} in {label}: later cells did not run")
+            continue
+        target, outputs = nb.cells[index], []
+        if isinstance(record.get("text"), str) and record["text"]:
+            outputs.append(nbformat.v4.new_output("stream", name="stdout", text=text(record["text"], 20_000)))
+        error = record.get("error")
+        if isinstance(error, list) and len(error) == 2:
+            ename, evalue = text(error[0], 100), text(error[1], 2000)
+            outputs.append(nbformat.v4.new_output("error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"]))
+            if ename != "NotImplementedError":
+                notes.append(f"{label} raised {ename[:40]}: {evalue[:120]}")
+        if record.get("stopped"):
+            notes.append(f"{label} was {str(record['stopped'])[:80]}")
+        target.outputs = outputs
+    if graded.timed_out:
+        notes.append(f"the notebook was stopped after {limits.notebook_seconds:.0f} s: later cells did not run")
+    return notes
+
+
+def _probe_notes(nb, key: dict, report: dict, graded: sandbox.RunResult, limits: sandbox.Limits) -> list[str]:
+    """Notes on the graded run: cells stopped by a limit and forbidden calls."""
+    notes = []
+    if not report:
+        notes.append("the graded run produced no report" + (f" ({graded.stderr.strip()[-200:]})"
+                                                           if graded.stderr.strip() else ""))
+    cells = report.get("cells", {}) if isinstance(report.get("cells"), dict) else {}
+    for grade_id, result in cells.items():
+        if not isinstance(result, dict) or grade_id not in key:
+            continue
+        if result.get("stopped"):
+            notes.append(f"{grade_id}: {str(result['stopped'])[:200]}")
+        forbidden = result.get("forbidden")
+        if isinstance(forbidden, list) and forbidden:
+            notes.append(f"{grade_id}: called {', '.join(map(str, forbidden[:3]))}, which its test forbids")
     return notes
 
 
@@ -177,15 +254,15 @@ def _merge(nb, job: Path, origin, result: sandbox.RunResult, limits: sandbox.Lim
     notes = []
     path = job / "out" / "notebook.ipynb"
     try:  # written in the sandbox, so as untrusted as the rest: bounded, trimmed, checked
-        if path.stat().st_size > MAX_RUN_BYTES:
-            raise ValueError("too large")
-        ran = nbformat.read(path, as_version=4)
-    except Exception:  # noqa: BLE001 - missing, broken or too large: nothing ran that we can show
+        raw = verdicts.read_untrusted(path, MAX_RUN_BYTES)
+        ran = nbformat.reads(raw.decode("utf-8", "replace"), as_version=4) if raw is not None else None
+    except Exception:  # noqa: BLE001 - broken or too deeply nested (RecursionError): nothing ran that we can show
         ran = None
     status = ran.metadata.get("grading_run", {}) if ran is not None else {}
     budget = [MAX_NOTEBOOK]
     if result.timed_out:
-        notes.append(f"the notebook was stopped after {limits.notebook_seconds:.0f} s: later cells did not run")
+        notes.append(f"the notebook was stopped after {limits.notebook_seconds:.0f} s of wall clock: later cells did not run")
+    notes += result.notes  # from outside the sandbox: its memory cgroup's OOM kills
     stopped = status.get("stopped") if isinstance(status, dict) else None
     for position, index in enumerate(origin):
         if ran is None or position >= len(ran.cells):
@@ -213,34 +290,54 @@ def _merge(nb, job: Path, origin, result: sandbox.RunResult, limits: sandbox.Lim
         if isinstance(stopped, dict) and stopped.get("cell") == position:
             label = target.metadata.get("nbgrader", {}).get("grade_id") or f"cell {index + 1}"
             notes.append(f"{str(stopped.get('why', 'the run stopped'))[:200]} in {label}: later cells did not run")
-    timeouts = status.get("timeouts", []) if isinstance(status, dict) else []
-    for position in sorted({p for p in timeouts if isinstance(p, int)} if isinstance(timeouts, list) else set()):
-        if 0 <= position < len(origin) and origin[position] is not None:
-            notes.append(f"cell {origin[position] + 1} was stopped after {limits.cell_seconds:.0f} s")
+    wall = result.timed_out
+    for name, limit in (("timeouts", f"{limits.cell_seconds:.0f} s of wall clock"),
+                        ("cpu_timeouts", f"{limits.cell_cpu_seconds:g} s of CPU time")):
+        timeouts = status.get(name, []) if isinstance(status, dict) else []
+        for position in sorted({p for p in timeouts if isinstance(p, int)} if isinstance(timeouts, list) else set()):
+            if 0 <= position < len(origin) and origin[position] is not None:
+                notes.append(f"cell {origin[position] + 1} was stopped after {limit} (the limit per cell)")
+    timeouts, cpus = (status.get(k) if isinstance(status, dict) else None for k in ("timeouts", "timeout_cpu"))
+    if isinstance(timeouts, list) and isinstance(cpus, list):  # the cells the wall clock stopped while computing
+        wall |= any(not isinstance(c, (int, float)) or sandbox.computing(c, limits.cell_seconds)
+                    for c in cpus[:len(timeouts)])
+    if wall:  # a busy machine may have slowed what computed: course_tools.batch grades it again alone
+        nb.metadata["grading_wall_timeout"] = True
     if ran is None:
         notes.append("the notebook could not be run" + (f" ({result.stderr.strip()[-200:]})" if result.stderr.strip() else ""))
     return [n[:300] for n in notes[:MAX_NOTES]] + ([f"... and {len(notes) - MAX_NOTES} more"] if len(notes) > MAX_NOTES else [])
 
 
-def _apply_verdicts(nb, key: dict, results_dir: Path | None) -> None:
+def _apply_verdicts(nb, key: dict, results: dict | None) -> None:
+    """Put each graded cell's verdict in it; ``results``: the probe runner's ``grade_id -> outcome``."""
     for cell in nb.cells:
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
         if cell.cell_type != "code" or grade_id not in key:
             continue
         entry = key[grade_id]
-        results = verdicts.read_results(results_dir / f"{grade_id}.json") if results_dir else None
-        cell.outputs = [_verdict_output(verdicts.judge(entry, results, secret=entry["kind"] == "hidden"))]
+        outcome = results.get(grade_id) if results else None
+        cell.outputs = [_verdict_output(verdicts.judge(entry, outcome if isinstance(outcome, dict) else None,
+                                                       secret=entry["kind"] == "hidden"))]
 
 
 class SandboxedExecute(NbGraderPreprocessor):
     """nbgrader's execute step for the course: sandboxed run, verdicts decided by the grader.
 
-    Its time limits can be set in ``nbgrader_config.py``, e.g. ``c.SandboxedExecute.cell_seconds = 60``.
+    Its time limits can be set in ``nbgrader_config.py``, e.g. ``c.SandboxedExecute.cell_cpu_seconds = 60``
+    (CPU time, which a busy machine does not change; ``cell_seconds`` and ``notebook_seconds`` are wall clock).
     """
 
     cell_seconds = Float(sandbox.Limits.cell_seconds, help="wall-clock seconds one cell may run").tag(config=True)
+    cell_cpu_seconds = Float(sandbox.Limits.cell_cpu_seconds, help="CPU seconds one cell may use").tag(config=True)
+    notebook_cpu_seconds = Float(sandbox.Limits.notebook_cpu_seconds,
+                                 help="CPU seconds all of a notebook's cells may use").tag(config=True)
     notebook_seconds = Float(sandbox.Limits.notebook_seconds,
                              help="wall-clock seconds a whole notebook may run").tag(config=True)
+
+    def limits(self) -> sandbox.Limits:
+        """The sandbox's limits as configured (the others at their defaults)."""
+        return sandbox.Limits(cell_seconds=self.cell_seconds, notebook_seconds=self.notebook_seconds,
+                              cell_cpu_seconds=self.cell_cpu_seconds, notebook_cpu_seconds=self.notebook_cpu_seconds)
 
     def preprocess(self, nb, resources):
         """Grade ``nb``: replay a worker's result from ``$COURSE_GRADE_RESULTS/<student>.json`` when
@@ -259,7 +356,7 @@ class SandboxedExecute(NbGraderPreprocessor):
             else:
                 if result is not None:
                     self.log.warning("the result for %s does not fit nbgrader's notebook: grading it here", student)
-                limits = sandbox.Limits(cell_seconds=self.cell_seconds, notebook_seconds=self.notebook_seconds)
+                limits = self.limits()
                 record = staging.load_record(grading_dir(course, assignment) / "records" / f"{student}.json")
                 notes = grade_notebook(nb, assignment, student, course, experiments, sandboxed, limits, record)
                 how = f"ran it in the sandbox here in {nb.metadata.pop('grading_seconds', None)} s"

@@ -31,6 +31,8 @@ LIBRARIES = ("torch", "numpy", "scipy", "sklearn", "jax", "tensorflow", "autogra
 MAX_CALLS = 400
 ESCAPES = {"setprofile", "settrace", "start_new_thread", "start_joinable_thread", "fork", "_exit"}
 """Calls that would take the rest of the call out of the recording; the grader refuses them."""
+SWITCHES = {"setprofile", "settrace"}
+"""Of those, the ones that switch the recording off whenever they are called."""
 MAX_BYTES = 8_000_000
 """The largest array data one probe writes; a larger result is reported as too large."""
 
@@ -144,9 +146,12 @@ class _Calls:
         try:
             if frame.f_code.co_filename == __file__:
                 return  # the probe's own calls (switching the recording off at the end)
-            if event == "c_call" and getattr(arg, "__name__", "") in ESCAPES:
-                self.escapes.append(f"course_probe.{arg.__name__}")  # switching the recording off is refused
-                self.names.append(f"course_probe.{arg.__name__}")
+            name = getattr(arg, "__name__", "") if event == "c_call" else ""
+            # switching the recording off is refused; a thread or process started before the test (while the
+            # recorder is installed but not armed) is recorded like the rest, so it is no escape
+            if name in ESCAPES and (self.armed or name in SWITCHES):
+                self.escapes.append(f"course_probe.{name}")
+                self.names.append(f"course_probe.{name}")
             if not self.armed:
                 return
             if event == "call":

@@ -110,9 +110,32 @@ def masked_libraries(key: dict, setup: list[str]) -> list[str]:
     return folders
 
 
+def feedback_cells(nb, experiments: set[str]) -> list[dict]:
+    """The submission's answer cells and added code cells in full (IPython syntax turned into Python), with
+    their index in ``nb``: what the feedback run executes when the experiments are not run."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    cells = []
+    for index, cell in enumerate(nb.cells):
+        meta = _nbgrader(cell)
+        if cell.cell_type != "code" or meta.get("locked") or meta.get("grade") and not meta.get("solution"):
+            continue
+        if not meta.get("solution") and (not cell.source.strip() or cell.source.strip() in experiments):
+            continue
+        try:
+            source = TransformerManager().transform_cell(cell.source)
+        except Exception:  # noqa: BLE001 - left as it is: running it says what is wrong
+            source = cell.source
+        cells.append({"index": index, "label": str(meta.get("grade_id") if meta.get("solution") else f"cell {index + 1}"),
+                      "source": source})
+    return cells
+
+
 def write(job: Path, nb, release_nb, key: dict, assignment: str, limits, sandboxed: bool,
-          experiments: set[str]) -> tuple[dict, list[str]]:
-    """Write ``job/in/plan.json`` and the cases of every graded cell of ``nb``; return the plan and notes."""
+          experiments: set[str], feedback: bool = False) -> tuple[dict, list[str]]:
+    """Write ``job/in/plan.json`` and the cases of every graded cell of ``nb``; return the plan and notes.
+
+    ``feedback``: the runner also runs the submission's own cells in full afterwards (:func:`feedback_cells`)."""
     cases_dir = job / "in" / "cases"
     cases_dir.mkdir(parents=True, exist_ok=True)
     student, notes = student_cells(nb, experiments)
@@ -127,8 +150,9 @@ def write(job: Path, nb, release_nb, key: dict, assignment: str, limits, sandbox
         cells.append({"grade_id": grade_id, "function": entry["function"], "forbidden": entry.get("forbidden", []),
                       "scaffolds": scaffolds.for_function(assignment, entry["function"])})
     plan = {"setup": setup_sources(release_nb), "student": student, "cells": cells, "sandboxed": sandboxed,
+            "feedback": feedback_cells(nb, experiments) if feedback else [],
             "cases_dir": "/grading/in/cases" if sandboxed else str(cases_dir),
             "limits": {"cell_cpu_seconds": limits.cell_cpu_seconds, "notebook_cpu_seconds": limits.notebook_cpu_seconds,
-                       "cell_seconds": limits.cell_seconds}}
+                       "cell_seconds": limits.cell_seconds, "notebook_seconds": limits.notebook_seconds}}
     (job / "in" / "plan.json").write_text(json.dumps(plan), encoding="utf-8")
     return plan, notes

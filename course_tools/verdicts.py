@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,13 +78,36 @@ def from_plain(x):
     raise ValueError("not plain data")
 
 
-def read_results(path) -> dict | None:
-    """The probe's file for one test cell, decoded; ``None`` if it is missing, too large or not plain data."""
+def read_untrusted(path, limit: int) -> bytes | None:
+    """The bytes of ``path``, a file the sandbox could write, read as untrusted: only a regular file (a link
+    is not followed, a pipe or device is not opened for reading in blocking mode), at most ``limit`` bytes;
+    ``None`` otherwise."""
     try:
-        if path.stat().st_size > MAX_RESULT_BYTES:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
             return None
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
+        chunks, size = [], 0
+        while size <= limit and (chunk := os.read(fd, 1 << 20)):
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks) if size <= limit else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def read_results(path) -> dict | None:
+    """A probe's JSON file, decoded as untrusted data (:func:`read_untrusted`); ``None`` if it is missing, not a
+    regular file, too large, too deeply nested or not plain data."""
+    raw = read_untrusted(path, MAX_RESULT_BYTES)
+    try:
+        return json.loads(raw.decode("utf-8")) if raw is not None else None
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return None
 
 
@@ -169,6 +194,79 @@ def difference(actual, expected, rtol: float, atol: float, secret: bool, what: s
                    rtol, atol, secret, what)
 
 
+def _numbers(x) -> np.ndarray | None:
+    """``x`` as a plain numeric numpy array (a tensor's values, a list or tuple of numbers, a number), or ``None``."""
+    if isinstance(x, (Unsupported, str)) or x is None or sp.issparse(x):
+        return None
+    try:
+        array = np.asarray(x)
+    except (TypeError, ValueError):  # ragged sequences
+        return None
+    return np.asarray(array.view(np.ndarray)) if array.dtype.kind in "biufc" else None
+
+
+def lenient_difference(actual, expected, rtol: float, atol: float, secret: bool,
+                       what: str = "the result") -> str | None:
+    """How ``actual`` differs from ``expected`` as a visible test cell can see it; ``None`` if it matches.
+
+    The grader's replay of a *visible* test cell judges with this, so that a value the cell accepts
+    on the student's machine is accepted when graded, whatever the cell reads it with: the
+    leniency of :func:`course_lib.testing.assert_close` (tuples and lists alike, torch tensors and
+    numpy arrays alike, every numeric dtype compared by value, a list of numbers where an array is
+    expected) and of the plain Python a cell may use (``list(words) == [3, 1]``, ``float(loss)``):
+    a sequence of numbers may also come as a 1-D array or tensor, a number as a Python or numpy
+    scalar or a 0-d array or tensor, and float32 values are compared within float32's precision.
+    Structure, lengths, dict keys, shapes, sparse or dense, strings and values still count. What a
+    docstring promises about types (a list, a tensor, float64) is checked by the visible cell itself,
+    with a message, and by the hidden cases, which :func:`difference` judges strictly.
+    """
+    if isinstance(expected, Unsupported):
+        return None
+    if expected is None:
+        return None if actual is None else f"{what} should be None, got {_describe(actual)}"
+    if actual is None:
+        if "grad" in what:
+            return f"{what} is None: the result is not connected to this input (.detach(), numpy or a new tensor?)"
+        return f"{what} is None (a missing return statement?)"
+    if isinstance(actual, Unsupported):
+        return f"{what} is {actual.what[:60]}, not a value that can be checked"
+    if isinstance(expected, dict):
+        if not isinstance(actual, dict) or set(actual) != set(expected):
+            return f"{what} should be a dict with keys {sorted(map(str, expected))}"
+        return next((d for k in expected if (d := lenient_difference(actual[k], expected[k], rtol, atol, secret,
+                                                                     f"{what}[{k!r}]"))), None)
+    if isinstance(expected, (tuple, list)):
+        if isinstance(actual, (tuple, list)):
+            if len(actual) != len(expected):
+                return f"{what} should be {len(expected)} values, got {type(actual).__name__} of length {len(actual)}"
+            return next((d for i, (a, e) in enumerate(zip(actual, expected))
+                         if (d := lenient_difference(a, e, rtol, atol, secret, f"{what}[{i}]"))), None)
+        numeric = _numbers(expected)
+        if numeric is None or not isinstance(actual, np.ndarray):
+            return f"{what} should be {len(expected)} values, got {_describe(actual)}"
+        expected = numeric  # numbers that came as an array or tensor: compared as arrays below
+    if sp.issparse(expected) != sp.issparse(actual):
+        return f"{what} should be {'a scipy sparse matrix' if sp.issparse(expected) else 'a dense array'}, " \
+               f"got {'a sparse matrix' if sp.issparse(actual) else _describe(actual)}"
+    if sp.issparse(expected):
+        actual, expected = actual.toarray(), expected.toarray()
+    if isinstance(expected, str) or isinstance(actual, str):
+        return None if isinstance(actual, str) and isinstance(expected, str) and actual == expected else \
+            f"{what} is {_describe(actual)}" + ("" if secret else f", expected {_describe(expected)}")
+    e, a = _numbers(expected), _numbers(actual)
+    if e is None:  # not a value the probe's plain data holds: judged strictly
+        return difference(actual, expected, rtol, atol, secret, what)
+    if a is None:
+        return f"{what} should be {'numbers' if e.ndim else 'a number'}, got {_describe(actual)}"
+    if a.shape != e.shape:
+        if e.ndim == 0:
+            return f"{what} should be a single number, got an array of shape {a.shape}"
+        return f"{what} has shape {a.shape}, expected {e.shape}"
+    if a.dtype.kind == "f" and a.dtype.itemsize < 8:  # float32 values are as close as float32 can be
+        atol = float32_atol(e, atol)
+    return _values(a, e, rtol, atol, secret, what)
+
+
 FLOAT32_SCALE = 1e-6
 """Entries of an array of fewer than 64 bits may also differ by this times the array's largest magnitude
 (about 16 units in its last place): see :func:`float32_atol`."""
@@ -225,6 +323,12 @@ def judge(entry: dict, results: dict | None, secret: bool) -> Verdict:
         return Verdict(False, f"{name}: the {label}s produced no results (the notebook stopped before this cell)")
     if "missing" in results:
         return Verdict(False, f"{name} is not defined when its tests run: did its cell raise an error?")
+    forbidden = results.get("forbidden")
+    if isinstance(forbidden, list) and forbidden:  # reported by the sentinels (course_tools.forbid) to the parent
+        return Verdict(False, f"{name} calls {', '.join(map(str, forbidden[:3]))}: write the computation yourself "
+                              f"instead of calling a library that does it.")
+    if "stopped" in results and "cases" not in results:
+        return Verdict(False, f"{name}: the {label}s did not finish ({str(results['stopped'])[:200]})")
     outcomes = results.get("cases")
     if not isinstance(outcomes, list) or len(outcomes) != len(cases):
         return Verdict(False, f"{name}: the {label}s did not run to the end")
@@ -282,6 +386,8 @@ def _case_problem(entry, case, raw, secret) -> str | None:
         if "error" in expected:
             return f"should raise {expected['error'].split(':')[0]} but returned normally"
         rtol, atol = case.get("rtol", 1e-6), case.get("atol", 1e-9)
+        # a visible cell's replay accepts what the cell accepts on the student's machine; hidden cases are strict
+        compare = lenient_difference if entry.get("kind") == "visible" else difference
         if entry.get("property"):
             from .hidden_cases import PROPERTIES
 
@@ -293,7 +399,7 @@ def _case_problem(entry, case, raw, secret) -> str | None:
             if not found and raw.get("other_seed_same") is True and VARIES.get(entry["key"], lambda c: False)(case):
                 found = "a call with a generator of another seed gave the same values: draw from the rng given"
         else:
-            found = difference(from_plain(raw.get("value")), expected["value"], rtol, atol, secret)
+            found = compare(from_plain(raw.get("value")), expected["value"], rtol, atol, secret)
         if found:
             return f"gives a wrong result: {found}"
         if "args_after" in expected:
@@ -302,8 +408,7 @@ def _case_problem(entry, case, raw, secret) -> str | None:
             if changed:
                 return "changes its inputs in place; leave them unmodified and return new values"
         if "grads" in expected:
-            found = difference(from_plain(raw.get("grads")), expected["grads"], rtol, atol, secret,
-                               "the gradient")
+            found = compare(from_plain(raw.get("grads")), expected["grads"], rtol, atol, secret, "the gradient")
             if found:
                 return f"passes wrong gradients back ({found})"
     except (KeyError, TypeError, ValueError) as error:

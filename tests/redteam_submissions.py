@@ -518,8 +518,9 @@ def graded_cell_500(ctx):
 
 @case("exit_in_answers", FULL, "exit()")
 def exit_in_answers(ctx):
-    """exit() at the end of an answer cell, sys.exit() at the end of another"""
-    nb = answered(ctx, ppmi=ctx.answers["ppmi"] + "\n\nexit()\n",
+    """exit() at the end of an answer cell (in an ``if``: graded runs keep definitions, assignments and
+    ``if`` blocks of a cell, not bare calls), sys.exit() at the end of another"""
+    nb = answered(ctx, ppmi=ctx.answers["ppmi"] + "\n\nif True:\n    exit()\n",
                   cosine_similarity=ctx.answers["cosine_similarity"] + "\n\nimport sys\nsys.exit(0)\n")
     submit(ctx, "exit_in_answers", nb)
 
@@ -657,10 +658,10 @@ def memory_bomb(ctx):
                                         tfidf=ctx.answers["tfidf"] + "\nhog = np.ones(50 * 2 ** 30 // 8)\n"))
 
 
-@case("os_exit_late", FULL - POINTS["cosine_similarity"], "kernel died",
-      functions=dict(POINTS, cosine_similarity=0))
+@case("os_exit_late", FULL, "kernel died")
 def os_exit_late(ctx):
-    """os._exit(1) in a cell added after the ppmi tests: the cells before it keep their points"""
+    """os._exit(1) in a cell added after the ppmi tests: every test still gets its points, since each graded
+    cell runs in a process of its own with the answers' definitions only; the feedback run notes the exit"""
     nb = answered(ctx)
     add_after(nb, "hidden_ppmi", "import os\nos._exit(1)")
     submit(ctx, "os_exit_late", nb)
