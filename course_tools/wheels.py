@@ -1,10 +1,12 @@
-"""The student editions as wheels: one per assignment, built offline, and scanned for leaks.
+"""The student editions as wheels, built offline, and scanned for leaks.
 
 Assignment N uses edition N-1 (:mod:`course_tools.edition`). :func:`build_wheels`
-builds them all; the public tree (:mod:`course_tools.public`) puts them in
-``_static/editions/``, where the book serves them. A wheel of edition N reveals the
-answers of the first N assignments on purpose, so it is checked against the
-answers of the other assignments only (:func:`edition_signatures`, :func:`wheel_leaks`).
+builds the editions a build publishes (those whose answers the release calendar has
+revealed, :mod:`course_tools.course_calendar`); the public tree
+(:mod:`course_tools.public`) puts them in ``_static/editions/``, where the book serves
+them. A wheel of edition N reveals the answers of the first N assignments on purpose,
+so it is checked against the answers of the other assignments only
+(:func:`edition_signatures`, :func:`wheel_leaks`).
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ import zipfile
 from pathlib import Path
 
 from . import ROOT, leaks
-from .edition import edition_number, revealed_keys, wheel_name, write_edition
-from .exercises import assignments, find_exercises, library_dir
+from .edition import revealed_keys, wheel_name, write_edition
+from .exercises import find_exercises, library_dir
 from .site_config import PublicTreeError
 
 _BUILD_WHEELS = """\
@@ -34,8 +36,8 @@ for project in sys.argv[2:]:
 """
 
 
-def build_wheels(out_dir: Path, root: Path = ROOT) -> dict[str, Path]:
-    """One wheel per assignment, the edition it uses, into ``out_dir``; ``{assignment: wheel}``.
+def build_wheels(out_dir: Path, numbers, root: Path = ROOT) -> dict[int, Path]:
+    """The wheels of editions ``numbers`` into ``out_dir``; ``{edition number: wheel}``.
 
     Each edition is written by :func:`course_tools.edition.write_edition` and built
     offline by setuptools' PEP 517 backend (what ``pip wheel --no-build-isolation`` calls),
@@ -45,17 +47,17 @@ def build_wheels(out_dir: Path, root: Path = ROOT) -> dict[str, Path]:
     env = dict(os.environ, SOURCE_DATE_EPOCH="315532800")
     env.pop("PYTHONPATH", None)
     with tempfile.TemporaryDirectory() as scratch:
-        numbers = {assignment: edition_number(assignment, root) for assignment in assignments(root)}
-        projects = [write_edition(Path(scratch) / f"edition{n}", n, root) for n in numbers.values()]
+        numbers = sorted(set(numbers))
+        projects = [write_edition(Path(scratch) / f"edition{n}", n, root) for n in numbers]
         built = Path(scratch) / "wheels"
         result = subprocess.run([sys.executable, "-c", _BUILD_WHEELS, str(built), *map(str, projects)],
                                 capture_output=True, text=True, env=env)
         wheels = {}
-        for assignment, number in numbers.items():
+        for number in numbers:
             wheel = built / wheel_name(number, root)
             if result.returncode != 0 or not wheel.exists():
                 raise PublicTreeError(f"building the wheel of edition {number} failed:\n{result.stdout}{result.stderr}")
-            wheels[assignment] = Path(shutil.copyfile(wheel, out_dir / wheel.name))
+            wheels[number] = Path(shutil.copyfile(wheel, out_dir / wheel.name))
     return wheels
 
 
@@ -67,10 +69,14 @@ def edition_signatures(number: int, root: Path = ROOT) -> dict[str, str]:
     return {sig: what for sig, what in leaks.signatures(root).items() if sig not in revealed}
 
 
-def wheel_leaks(wheel: Path, number: int, root: Path = ROOT) -> list[leaks.Leak]:
+def wheel_leaks(wheel: Path, number: int, root: Path = ROOT, index=None) -> list[leaks.Leak]:
     """Leaks in the wheel of edition ``number``: markers, hidden tests, answers it does not reveal,
-    and any file outside course_lib."""
+    and any file outside course_lib.
+
+    ``index`` (``leaks._Index`` of :func:`course_tools.leaks.signatures`), when given, is reused:
+    building it takes a second, and one serves every edition."""
     sigs = edition_signatures(number, root)
+    index = index or leaks._Index(leaks.signatures(root))
     found = []
     with tempfile.TemporaryDirectory() as scratch, zipfile.ZipFile(wheel) as archive:
         for member in archive.namelist():
@@ -84,5 +90,5 @@ def wheel_leaks(wheel: Path, number: int, root: Path = ROOT) -> list[leaks.Leak]
             text = leaks.readable_text(path)
             where = Path(f"{wheel}!{path.relative_to(scratch).as_posix()}")
             found += [leaks.Leak(where, f"nbgrader marker {m!r}") for m in leaks.MARKERS if m in text]
-            found += [leaks.Leak(where, f"{what}: {sig[:60]!r}") for sig, what in sigs.items() if sig in text]
+            found += [leaks.Leak(where, f"{sigs[sig]}: {sig[:60]!r}") for sig in sorted(index.found(text)) if sig in sigs]
     return found

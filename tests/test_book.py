@@ -116,6 +116,10 @@ def test_exercise_pages_link_the_wheel_the_book_serves(html, root):
         assert f"pip install {wheel}" in html_text.unescape(re.sub(r"<[^>]+>", "", page))
         served = html / site_config.EDITIONS / wheel
         assert served.read_bytes() == (root / "_build" / "public" / site_config.EDITIONS / wheel).read_bytes()
+    # the site serves the tree's wheels and no other (``tasks.py book`` empties _build/html: Sphinx never
+    # deletes a file an earlier build left, such as a wheel the calendar no longer publishes)
+    assert sorted(p.name for p in (html / site_config.EDITIONS).iterdir()) == \
+        sorted(p.name for p in (root / "_build" / "public" / site_config.EDITIONS).iterdir())
 
 
 def test_next_follows_the_course(html, root):
