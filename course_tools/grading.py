@@ -3,13 +3,20 @@
 ``nbgrader_config.py`` replaces nbgrader's ``Execute`` preprocessor in autograding
 with :class:`SandboxedExecute`. For each (staged, :mod:`course_tools.staging`) notebook:
 
-1. every graded test cell, visible or hidden, is replaced by a *probe* that only runs
-   the student's function on the inputs of its answer key (:mod:`course_tools.answer_keys`)
-   and writes what came out as plain data (:mod:`course_tools.probe`); a first cell
-   turns ``exit()`` into an error instead of the end of the kernel;
-2. the notebook runs in the sandbox (:mod:`course_tools.sandbox`) with the student
-   edition of course_lib first on the kernel's path; the ungraded experiment cells
-   run only when feedback wants them (``COURSE_GRADE_EXPERIMENTS=0`` skips them);
+1. the *graded run* (:mod:`course_tools.probe_plan`, :mod:`course_tools.probe_runner`, in the
+   sandbox of :mod:`course_tools.sandbox` with the student edition of course_lib): each graded
+   test cell, visible or hidden, runs in a fresh process of its own, where the call recorder
+   (:mod:`course_tools.probe`) and the forbidden-function sentinels (:mod:`course_tools.forbid`)
+   are in place before any code of the submission runs; that process loads the definitions of
+   the student's cells, puts course scaffolds in place of the other exercises the tested function
+   calls (:mod:`course_tools.scaffolds`: one mistake, one function), runs the function on the
+   inputs of its answer key (:mod:`course_tools.answer_keys`) and sends what came out, as plain
+   data, through a pipe that only the grader reads. Time limits count CPU time; wall clock is a
+   generous outer bound;
+2. the *feedback run*, which decides nothing: without the experiments, the runner runs the
+   student's cells in full in one more process, for their outputs and the instructor's notes;
+   with them (``COURSE_GRADE_EXPERIMENTS=1``, the default), the whole notebook runs in a kernel
+   (:mod:`course_tools.sandbox_runner`) with its graded cells doing nothing;
 3. back in the grader, each test cell gets the verdict of :func:`course_tools.verdicts.judge`
    as its only output: nothing else, so nbgrader's score is exactly the verdicts.
 
@@ -18,9 +25,10 @@ with :class:`SandboxedExecute`. For each (staged, :mod:`course_tools.staging`) n
 only records each worker's result (``COURSE_GRADE_RESULTS``, :func:`course_tools.grading_tasks.replay`),
 so that one process writes the gradebook. A notebook without a fitting result is graded here.
 
-The expected values never enter the sandbox, so nothing a submission does in its
-kernel (monkeypatching numpy or the checks, hooks, catching exceptions, always-equal
-objects, reading files) can turn a failed verdict into a pass. Notes for the
+The expected values never enter the sandbox, and nothing the sandbox can write on disk is
+trusted (:func:`course_tools.verdicts.read_untrusted`), so nothing a submission does
+(monkeypatching numpy, the checks or the probe, hooks, catching exceptions, always-equal
+objects, threads, forged files) can turn a failed verdict into a pass. Notes for the
 instructor go to ``_grading/<assignment>/notes/<student>.json``.
 """
 

@@ -1,9 +1,10 @@
 """The grader's probe: runs a student's function on test inputs inside the sandbox and writes what came out.
 
-This file is copied into each grading sandbox and imported by the kernel; it
-imports nothing from the course (only numpy, and torch when a case asks for it),
-so a submission cannot reach the grader through it. It decides nothing: for each
-case it writes the function's outputs, its arguments after the call, the
+This file is copied into each grading sandbox and imported by the probe runner
+(:mod:`course_tools.probe_runner`), which installs its call recorder in each graded
+cell's process before any code of the submission runs (:func:`install`); it imports
+nothing from the course (only numpy, and torch when a case asks for it). It decides
+nothing: for each case it reports the function's outputs, its arguments after the call, the
 gradients of a fixed weighted sum of the outputs (where the case asks) and the
 library functions the call reached, all as plain data (:func:`to_plain`: JSON
 with arrays as base64 bytes, never a pickled object). The grader compares them
@@ -261,22 +262,3 @@ def _gradients(value, args, grad, torch):
     except Exception as error:  # noqa: BLE001
         return {"unsupported": f"backward failed: {type(error).__name__}"}
     return to_plain(tuple(None if g is None else g.detach() for g in grads))
-
-
-def probe(grade_id: str, function: str, cases_dir: str = "/grading/in/cases", out_dir: str = "/grading/out") -> None:
-    """Run the student's ``function`` (looked up in the notebook's namespace) on the cases of
-    ``grade_id`` and write ``<out_dir>/<grade_id>.json``. Prints one line, never a verdict."""
-    with open(Path(cases_dir) / f"{grade_id}.pkl", "rb") as f:
-        cases = pickle.load(f)  # written by the grader: inputs only
-    namespace = sys.modules["__main__"].__dict__
-    fn = namespace.get(function)
-    if not callable(fn):
-        results = {"missing": f"{function} is not defined (did its cell run without errors?)"}
-    else:
-        results = {"cases": []}
-        for case in cases:
-            with np.errstate(all="ignore"):
-                results["cases"].append(run_case(fn, case, record_calls=True))
-    text = json.dumps(results, allow_nan=True)
-    (Path(out_dir) / f"{grade_id}.json").write_text(text)
-    print(f"{function}: ran {len(cases)} test case(s); the grader checks the results")

@@ -402,7 +402,7 @@ def _case_problem(entry, case, raw, secret) -> str | None:
             found = compare(from_plain(raw.get("value")), expected["value"], rtol, atol, secret)
         if found:
             return f"gives a wrong result: {found}"
-        if "args_after" in expected:
+        if "args_after" in expected and entry.get("kind") != "visible":  # a visible cell may not look at them
             changed = difference(from_plain(raw.get("args_after")), expected["args_after"],
                                  1e-12, 1e-12, True, "the arguments after the call")
             if changed:

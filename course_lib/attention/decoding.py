@@ -91,7 +91,8 @@ def beam_search(step_fn, state, bos, eos, beam_width, max_len, alpha=0.0):
 
     Returns:
         ``(words, log_prob)`` of the best finished hypothesis: its ids without ``<bos>``
-        and its total (not normalised) log-probability.
+        as a list of ints (``.tolist()``, not a tensor), and its total (not normalised)
+        log-probability, a float.
     """
     max_len = check_search_args(step_fn, bos, eos, max_len)
     beam_width = checks.positive_int(beam_width, "beam_width")

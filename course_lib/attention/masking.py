@@ -55,7 +55,7 @@ def masked_softmax(scores, mask):
         mask: ``(B, Tk)`` bool tensor, True on real source tokens; each row has at least one True.
 
     Returns:
-        ``(B, Tq, Tk)`` weights ``a``, of the dtype of ``scores``.
+        ``(B, Tq, Tk)`` tensor of weights ``a``, of the dtype of ``scores``.
     """
     check_scores_and_mask(scores, mask)
     ### BEGIN SOLUTION

@@ -75,7 +75,7 @@ def general_attention(query, keys, mask, weight):
         weight: ``(H, H)`` the matrix ``W``.
 
     Returns:
-        ``(context (B, Tq, H), weights (B, Tq, Tk))``.
+        ``(context (B, Tq, H), weights (B, Tq, Tk))``, two tensors of the dtype of ``query``.
     """
     _, _, hidden = check_attention_args(query, keys, mask)
     checks.expect_tensor(weight, "weight", (hidden, hidden), "(H, H)")
@@ -104,7 +104,7 @@ def additive_attention(query, keys, mask, weight_query, weight_key, v):
         v: ``(A,)`` the vector ``v``.
 
     Returns:
-        ``(context (B, Tq, H), weights (B, Tq, Tk))``.
+        ``(context (B, Tq, H), weights (B, Tq, Tk))``, two tensors of the dtype of ``query``.
     """
     _, _, hidden = check_attention_args(query, keys, mask)
     checks.expect_tensor(weight_query, "weight_query", (None, hidden), "(A, H)")

@@ -85,7 +85,7 @@ def attention_decoder_step(decoder, y_prev, s_prev, memory, mask):
         mask: ``(B, Tk)`` bool, True on real source tokens.
 
     Returns:
-        ``(logits (B, V), s_t (B, H), weights (B, Tk))``.
+        ``(logits (B, V), s_t (B, H), weights (B, Tk))``, three tensors of the dtype of ``s_prev``.
     """
     check_step_args(decoder, y_prev, s_prev, memory, mask)
     ### BEGIN SOLUTION

@@ -52,7 +52,7 @@ def bert_embeddings(ids, segments, token_weight, segment_weight, position_weight
         eps: the LayerNorm's epsilon (BERT uses ``1e-12``).
 
     Returns:
-        ``(B, T, D)``.
+        ``(B, T, D)`` tensor of the dtype of ``token_weight``.
     """
     check_embedding_args(ids, segments, token_weight, segment_weight, position_weight)
     ### BEGIN SOLUTION

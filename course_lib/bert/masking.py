@@ -46,7 +46,7 @@ def mlm_mask(ids, special_ids: Sequence[int], mask_id: int, vocab_size: int, pro
         generator: a ``torch.Generator`` (``None``: torch's global one).
 
     Returns:
-        ``(inputs (B, T), labels (B, T))``, both int64.
+        ``(inputs (B, T), labels (B, T))``, both int64 tensors.
     """
     checks.token_batch(ids, "ids")
     vocab_size = checks.positive_int(vocab_size, "vocab_size")

@@ -31,7 +31,7 @@ def mean_pool(hidden, padding):
         padding: ``(B, T)`` bool, True on real tokens; every row has at least one.
 
     Returns:
-        ``(B, D)``.
+        ``(B, D)`` tensor of the dtype of ``hidden``.
     """
     checks.sequence_batch(hidden, "hidden")
     checks.expect_tensor(padding, "padding", tuple(hidden.shape[:2]), "(B, T)")

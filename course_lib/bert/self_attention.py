@@ -62,7 +62,8 @@ def bert_self_attention(x, padding, w_q, b_q, w_k, b_k, w_v, b_v, num_heads: int
         dropout: ``None`` or a function ``(B, nh, T, T) -> (B, nh, T, T)`` applied to the weights.
 
     Returns:
-        ``(output (B, T, D), weights (B, nh, T, T))``; the weights returned are those before dropout.
+        ``(output (B, T, D), weights (B, nh, T, T))``, tensors of the dtype of ``x``; the weights
+        returned are those before dropout.
     """
     check_self_attention_args(x, padding, w_q, b_q, w_k, b_k, w_v, b_v, num_heads)
     ### BEGIN SOLUTION

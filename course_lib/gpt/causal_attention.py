@@ -68,7 +68,8 @@ def causal_self_attention(x, in_weight, in_bias, out_weight, out_bias, num_heads
             (output (B, nh, T, hs), weights (B, nh, T, P + T))``.
 
     Returns:
-        ``(output (B, T, D), (keys, values))``, the new cache: each ``(B, nh, P + T, hs)``.
+        ``(output (B, T, D), (keys, values))``, the new cache: each ``(B, nh, P + T, hs)``; tensors
+        of the dtype of ``x``.
     """
     checks.sequence_batch(x, "x")
     batch, steps, width = x.shape

@@ -40,7 +40,7 @@ def temperature_top_k(logits, temperature: float = 1.0, k: int | None = None):
         k: a positive int, or ``None``.
 
     Returns:
-        ``(..., V)`` float tensor.
+        ``(..., V)`` float tensor of the dtype of ``logits``.
     """
     check_logits(logits)
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
@@ -73,7 +73,7 @@ def top_p_filter(logits, p: float):
         p: the mass to keep, ``0 < p <= 1``.
 
     Returns:
-        ``(..., V)`` float tensor.
+        ``(..., V)`` float tensor of the dtype of ``logits``.
     """
     check_logits(logits)
     if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 < p <= 1:

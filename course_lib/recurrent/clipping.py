@@ -51,8 +51,8 @@ def clip_gradients(grads, max_norm):
         max_norm: the largest global norm allowed, a positive number.
 
     Returns:
-        ``(clipped, total_norm)``: a list of arrays of the shapes of ``grads``,
-        and ``n``, the global norm before clipping, a float.
+        ``(clipped, total_norm)``: a list of new numpy arrays of the shapes of ``grads`` (float64
+        for float64 gradients), and ``n``, the global norm before clipping, a float.
     """
     if isinstance(max_norm, bool) or not isinstance(max_norm, (int, float, np.integer, np.floating)) \
             or not max_norm > 0 or not math.isfinite(max_norm):

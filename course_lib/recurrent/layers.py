@@ -101,7 +101,8 @@ def bidirectional(x, lengths, forward, backward):
             (zero past each length).
 
     Returns:
-        ``(outputs, (final_forward, final_backward))``: outputs ``(B, T, ..., 2H)``,
+        ``(outputs, (final_forward, final_backward))``: outputs, a ``(B, T, ..., 2H)`` tensor of
+        the dtype the layers return,
         forward and backward outputs concatenated on the last axis, and the two
         final states as the layers returned them.
     """

@@ -39,7 +39,7 @@ def pre_ln_encoder_block(block, x, mask=None):
             :func:`~course_lib.transformer.multi_head.attention_mask`).
 
     Returns:
-        ``(B, T, D)``.
+        ``(B, T, D)`` tensor of the dtype of ``x``.
     """
     checks.sequence_batch(x, "x")
     ### BEGIN SOLUTION

@@ -32,7 +32,7 @@ def layer_norm(x, weight, bias, eps=1e-5):
         eps: added to the variance, so that a constant vector gives no division by zero.
 
     Returns:
-        ``(..., D)``.
+        ``(..., D)`` tensor of the dtype of ``x``.
     """
     if not isinstance(x, torch.Tensor) or x.dim() < 1 or not x.is_floating_point():
         raise ValueError(f"x must be a float tensor of shape (..., D), got {getattr(x, 'shape', type(x).__name__)}")

@@ -73,7 +73,7 @@ def multi_head_attention(query, key, value, in_weight, in_bias, out_weight, out_
             (output (B, nh, Tq, hs), weights (B, nh, Tq, Tk))``.
 
     Returns:
-        ``(output (B, Tq, D), weights (B, nh, Tq, Tk))``.
+        ``(output (B, Tq, D), weights (B, nh, Tq, Tk))``, two tensors of the dtype of ``query``.
     """
     width = check_multi_head_args(query, key, value, in_weight, in_bias, out_weight, out_bias, num_heads)
     ### BEGIN SOLUTION

@@ -79,7 +79,7 @@ def scaled_dot_product_attention(query, key, value, mask=None):
             query may attend to a key) or float (added to the scores).
 
     Returns:
-        ``(output (..., Tq, hs), weights (..., Tq, Tk))``.
+        ``(output (..., Tq, hs), weights (..., Tq, Tk))``, two tensors of the dtype of ``query``.
     """
     check_attention_inputs(query, key, value, mask)
     ### BEGIN SOLUTION

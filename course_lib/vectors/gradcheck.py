@@ -33,18 +33,41 @@ def numerical_gradient(f, x, eps=1e-6):
     if not isinstance(x, np.ndarray) or x.dtype != np.float64:
         raise TypeError("x must be a float64 numpy array (finite differences need double precision)")
     ### BEGIN SOLUTION
-    grad = np.zeros_like(x)
-    flat_x, flat_grad = x.reshape(-1), grad.reshape(-1)  # views into x and grad
-    for i in range(flat_x.size):
-        saved = flat_x[i]
-        flat_x[i] = saved + eps
+    grad = np.zeros(x.shape)  # float64, the shape of x
+    for index in np.ndindex(x.shape):  # x[index] is x's own entry (x.reshape(-1) copies a transposed x)
+        saved = x[index]
+        x[index] = saved + eps
         plus = f(x)
-        flat_x[i] = saved - eps
+        x[index] = saved - eps
         minus = f(x)
-        flat_x[i] = saved
-        flat_grad[i] = (plus - minus) / (2 * eps)
+        x[index] = saved
+        grad[index] = (plus - minus) / (2 * eps)
     return grad
     ### END SOLUTION
+
+
+class SmoothLoss:
+    """A smooth scalar function for gradient checks, ``f(w) = sum(a * w ** 2 + c * w ** 3 + w ** 4 / 4)``. Chapter 2.
+
+    Called with an array ``w`` (any shape, broadcasting with ``a``), it returns ``f(w)``. Made
+    with ``weights``, it ignores its argument and reads ``weights`` in place, as a model's loss
+    reads its own parameters: ``numerical_gradient(loss, loss.weights)`` must perturb that very
+    array (a perturbed copy leaves the loss unchanged). The exact gradient is
+    ``2 a w + 3 c w ** 2 + w ** 3``. Only products and sums (no ``tanh``, whose last bit
+    varies with the CPU's vector instructions), so its values are the same on every machine.
+
+    Args:
+        a: array (any shape) or number; c: a number.
+        weights: ``None``, or the array (any shape) read whatever the loss is called with.
+    """
+
+    def __init__(self, a, c=0.0, weights=None):
+        self.a, self.c, self.weights = a, c, weights
+
+    def __call__(self, w) -> float:
+        """``f`` of ``self.weights`` if the loss holds weights, else of ``w`` (any shape): a float."""
+        w = w if self.weights is None else self.weights
+        return float(np.sum(w * w * (self.a + self.c * w + w * w / 4)))
 
 
 def relative_error(analytic, numerical) -> float:
