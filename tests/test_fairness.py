@@ -30,9 +30,12 @@ its own function).
 
 from __future__ import annotations
 
+import copy
 import functools
+import importlib
 import itertools
 import math
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -358,24 +361,102 @@ answers("vectors.word2vec.sgns_loss_and_grads", correct={
                                       "wrong result"),
 })
 
+# numerical_gradient: the hidden cases hold losses that read x in place (gradcheck.SmoothLoss with weights=x) and
+# Fortran-ordered x; every mistake below perturbs x itself unless perturbing copies or views is the mistake.
+_PROBE_IN_PLACE = """
+        grad = np.zeros(x.shape)
+        for index in np.ndindex(x.shape):
+            saved = x[index]
+            x[index] = saved + eps
+            plus = f(x)
+            x[index] = saved - eps
+            minus = f(x)
+            x[index] = saved
+            grad[index] = (plus - minus) / (2 * eps)
+        return grad"""
+
+
+def _probe_with(old: str, new: str) -> str:
+    """The correct in-place central difference above with one piece changed (a mistake)."""
+    assert old in _PROBE_IN_PLACE, old
+    return _PROBE_IN_PLACE.replace(old, new)
+
+
 answers("vectors.gradcheck.numerical_gradient", correct={
-    "copies": """
+    "index_tuples_in_place": """
+        import itertools
+        grad = np.empty(x.shape)
+        for index in itertools.product(*(range(n) for n in x.shape)):  # () once for a 0-d x
+            old = float(x[index])
+            x[index] = old + eps
+            f_plus = f(x)
+            x[index] = old - eps
+            f_minus = f(x)
+            x[index] = old
+            grad[index] = (f_plus - f_minus) / (2 * eps)
+        return grad""",
+    "flat_iterator": """
+        grad = np.zeros(x.shape)
+        for i in range(x.size):
+            x.flat[i] += eps  # x.flat writes into x whatever its memory order
+            plus = f(x)
+            x.flat[i] -= 2 * eps
+            minus = f(x)
+            x.flat[i] += eps
+            grad.flat[i] = (plus - minus) / (2 * eps)
+        return grad""",
+    "nditer_readwrite": """
+        grad = np.zeros(x.shape)
+        with np.nditer(x, flags=["multi_index"], op_flags=["readwrite"]) as entries:
+            for entry in entries:
+                saved = float(entry)
+                entry[...] = saved + eps
+                plus = f(x)
+                entry[...] = saved - eps
+                minus = f(x)
+                entry[...] = saved
+                grad[entries.multi_index] = (plus - minus) / (2 * eps)
+        return grad""",
+}, wrong={
+    "perturbed_copies": ("""
         grad = np.empty_like(x)
         for index in np.ndindex(x.shape):
             plus, minus = x.copy(), x.copy()
             plus[index] += eps
             minus[index] -= eps
             grad[index] = (f(plus) - f(minus)) / (2 * eps)
-        return grad""",
-    "unit_steps": """
+        return grad""", "wrong result"),  # a loss that reads x in place sees no change: 0
+    "unit_steps_added_to_copies": ("""
         grad = np.zeros(x.size)
         for i in range(x.size):
             step = np.zeros(x.size)
             step[i] = eps
             step = step.reshape(x.shape)
             grad[i] = (f(x + step) - f(x - step)) / (2 * eps)
-        return grad.reshape(x.shape)""",
-}, wrong={
+        return grad.reshape(x.shape)""", "wrong result"),
+    "reshape_assumed_a_view": ("""
+        grad = np.zeros_like(x)
+        flat_x, flat_grad = x.reshape(-1), grad.reshape(-1)  # copies, not views, for a Fortran-ordered x
+        for i in range(flat_x.size):
+            saved = flat_x[i]
+            flat_x[i] = saved + eps
+            plus = f(x)
+            flat_x[i] = saved - eps
+            minus = f(x)
+            flat_x[i] = saved
+            flat_grad[i] = (plus - minus) / (2 * eps)
+        return grad""", "wrong result"),
+    "ravel_assumed_a_view": ("""
+        grad = np.zeros(x.size)
+        flat = x.ravel()
+        for i in range(flat.size):
+            flat[i] += eps
+            plus = f(x)
+            flat[i] -= 2 * eps
+            minus = f(x)
+            flat[i] += eps
+            grad[i] = (plus - minus) / (2 * eps)
+        return grad.reshape(x.shape)""", "wrong result"),
     "not_restored": ("""
         grad = np.zeros_like(x)
         for i in range(x.size):
@@ -384,37 +465,23 @@ answers("vectors.gradcheck.numerical_gradient", correct={
             x.flat[i] -= 2 * eps
             grad.flat[i] = (plus - f(x)) / (2 * eps)
         return grad""", "in place"),
-    "divides_by_eps": ("""
-        grad = np.zeros_like(x)
-        for index in np.ndindex(x.shape):
-            plus, minus = x.copy(), x.copy()
-            plus[index] += eps
-            minus[index] -= eps
-            grad[index] = (f(plus) - f(minus)) / eps
-        return grad""", "wrong result"),
-    "forward_difference": ("""
-        grad = np.zeros_like(x)
-        base = f(x.copy())
-        for index in np.ndindex(x.shape):
-            plus = x.copy()
-            plus[index] += eps
-            grad[index] = (f(plus) - base) / eps
-        return grad""", "wrong result"),
-    "step_fixed_at_1e-6": ("""
-        grad = np.zeros_like(x)
-        for index in np.ndindex(x.shape):
-            plus, minus = x.copy(), x.copy()
-            plus[index] += 1e-6
-            minus[index] -= 1e-6
-            grad[index] = (f(plus) - f(minus)) / 2e-6
-        return grad""", "wrong result"),
+    "divides_by_eps": (_probe_with("(plus - minus) / (2 * eps)", "(plus - minus) / eps"), "wrong result"),
+    "forward_difference": (_probe_with("""            x[index] = saved - eps
+            minus = f(x)
+            x[index] = saved""", """            x[index] = saved
+            minus = f(x)""").replace("(2 * eps)", "eps"), "wrong result"),  # (f(x + eps) - f(x)) / eps
+    "step_fixed_at_1e-6": (_probe_with("saved + eps", "saved + 1e-6").replace("saved - eps", "saved - 1e-6")
+                           .replace("(2 * eps)", "2e-6"), "wrong result"),
     "first_axis_only": ("""
-        grad = np.zeros_like(x)
+        grad = np.zeros(x.shape)
         for i in range(len(x)):
-            plus, minus = x.copy(), x.copy()
-            plus[i] += eps
-            minus[i] -= eps
-            grad[i] = (f(plus) - f(minus)) / (2 * eps)
+            saved = x[i].copy()
+            x[i] = saved + eps
+            plus = f(x)
+            x[i] = saved - eps
+            minus = f(x)
+            x[i] = saved
+            grad[i] = (plus - minus) / (2 * eps)
         return grad""", "wrong result"),
 })
 
@@ -1792,6 +1859,637 @@ answers("bert.masking.mlm_mask", correct={
 
 
 # ---------------------------------------------------------------------------------------------
+# Bug classes (issue 23): for every exercise, the realistic kinds of mistake its docstring rules out, each made by
+# one or more wrong answers, every one of which must fail at least two hidden cases (the test above). The mistakes
+# below complete the tables above; two classes that apply to nearly every function are planted by closures around
+# the reference (GENERIC): a write into an input after computing the right result, and float32 inputs computed
+# (and returned) in float64, as when a default-dtype tensor (float64 in the notebooks) enters the computation.
+# ---------------------------------------------------------------------------------------------
+
+
+def more_wrong(key, wrong):
+    ANSWERS[key]["wrong"].update(wrong)
+
+
+_TFIDF_DENSE = """
+        c = counts.toarray()
+        df = (c > 0).sum(axis=0)""" + _IDF + """
+        weighted = c * idf
+        if normalize:
+            norms = np.linalg.norm(weighted, axis=1, keepdims=True)
+            weighted = weighted / np.where(norms > 0, norms, 1.0)
+        return sp.csr_matrix(weighted)"""
+assert "smooth_idf else" in _TFIDF_DENSE and "if normalize:" in _TFIDF_DENSE
+more_wrong("vectors.counts.one_hot", {
+    "bool_dtype": ("return ids[:, None] == np.arange(vocab_size)[None, :]", "dtype"),
+    "one_row_per_distinct_id": ("return np.eye(vocab_size)[np.unique(ids)]", "shape"),
+})
+more_wrong("vectors.counts.tfidf", {
+    "smooth_idf_ignored": (_TFIDF_DENSE.replace(" if smooth_idf else np.log(n_docs / np.maximum(df, 1)) + 1", ""),
+                           "wrong result"),
+    "normalize_ignored": (_TFIDF_DENSE.replace("if normalize:", "if True:"), "wrong result"),
+    "l1_rows": (_TFIDF_DENSE.replace("np.linalg.norm(weighted, axis=1, keepdims=True)",
+                                     "np.abs(weighted).sum(axis=1, keepdims=True)"), "wrong result"),
+    "log10": (_TFIDF_DENSE.replace("np.log(", "np.log10("), "wrong result"),
+    "dense_result": (_TFIDF_DENSE.replace("return sp.csr_matrix(weighted)", "return weighted"), "sparse"),
+})
+_PPMI_DENSE = """
+        c = cooc.toarray()
+        total = c.sum()
+        n_c = c.sum(axis=0) ** alpha
+        with np.errstate(divide="ignore", invalid="ignore"):
+            pmi = np.log(c / total) - np.log(np.outer(c.sum(axis=1) / total, n_c / n_c.sum()))
+        return sp.csr_matrix(np.where(c > 0, np.maximum(pmi, 0.0), 0.0))"""
+more_wrong("vectors.counts.ppmi", {
+    "alpha_ignored": (_PPMI_DENSE.replace("c.sum(axis=0) ** alpha", "c.sum(axis=0)"), "wrong result"),
+    "words_smoothed_not_contexts": (_PPMI_DENSE.replace("c.sum(axis=0) ** alpha", "c.sum(axis=1) ** alpha")
+                          .replace("np.outer(c.sum(axis=1) / total, n_c / n_c.sum())",
+                                   "np.outer(n_c / n_c.sum(), c.sum(axis=0) / total)"), "wrong result"),
+    "log2": (_PPMI_DENSE.replace("np.log(", "np.log2("), "wrong result"),
+    "dense_result": (_PPMI_DENSE.replace("return sp.csr_matrix(", "return ("), "sparse"),
+})
+more_wrong("vectors.counts.cosine_similarity", {
+    "rows_normalised_in_place": ("""
+        for x in (a, b) if b is not a else (a,):
+            norms = np.linalg.norm(x, axis=1, keepdims=True)
+            x /= np.where(norms > 0, norms, 1.0)
+        return a @ b.T""", "in place"),
+    "no_normalisation": ("return a @ b.T", "wrong result"),
+})
+more_wrong("vectors.word2vec.skipgram_pairs", {
+    "center_paired_with_itself": ("""
+        n = len(ids)
+        reach = [window] * n if rng is None else rng.integers(1, window + 1, size=n)
+        pairs = [(ids[i], ids[j]) for i in range(n) for j in range(max(0, i - reach[i]), min(n, i + reach[i] + 1))]
+        return np.array([c for c, _ in pairs], dtype=np.int64), np.array([o for _, o in pairs], dtype=np.int64)""",
+                                  "wrong result"),
+    "ordered_by_distance": ("""
+        n = len(ids)
+        reach = np.full(n, window) if rng is None else rng.integers(1, window + 1, size=n)
+        centers, contexts = [], []
+        for k in range(1, window + 1):
+            for i in range(n):
+                for j in (i - k, i + k):
+                    if 0 <= j < n and reach[i] >= k:
+                        centers.append(ids[i])
+                        contexts.append(ids[j])
+        return np.array(centers, dtype=np.int64), np.array(contexts, dtype=np.int64)""", "wrong result"),
+})
+more_wrong("vectors.word2vec.negative_samples", {
+    "numpy_global_generator": ("return np.random.choice(len(noise), size=shape, p=noise)", "same arguments"),
+    "flat_draws": ("return rng.choice(len(noise), size=int(np.prod(shape)), p=noise)", "shape"),
+})
+more_wrong("vectors.word2vec.sgns_loss_and_grads", {
+    "context_gradient_sign": (_SGNS_DOTS + """
+        loss = (np.logaddexp(0, -pos).sum() + np.logaddexp(0, neg).sum()) / batch
+        g_pos, g_neg = (sigmoid(pos) - 1) / batch, sigmoid(neg) / batch
+        grad_center = g_pos[:, None] * context + np.einsum("bk,bkd->bd", g_neg, negatives)
+        return float(loss), grad_center, -g_pos[:, None] * center, g_neg[:, :, None] * center[:, None, :]""",
+                              "wrong result"),
+    "noise_gradient_summed_over_k": (_SGNS_DOTS + """
+        loss = (np.logaddexp(0, -pos).sum() + np.logaddexp(0, neg).sum()) / batch
+        g_pos, g_neg = (sigmoid(pos) - 1) / batch, sigmoid(neg) / batch
+        grad_center = g_pos[:, None] * context + np.einsum("bk,bkd->bd", g_neg, negatives)
+        summed = (g_neg.sum(axis=1)[:, None] * center)[:, None, :]
+        return float(loss), grad_center, g_pos[:, None] * center, np.broadcast_to(summed, negatives.shape).copy()""",
+                                     "wrong result"),
+})
+more_wrong("vectors.alignment.procrustes", {
+    "reflections_removed": ("""
+        u, _s, vt = np.linalg.svd(target.T @ source)
+        d = np.sign(np.linalg.det(u @ vt))  # Kabsch: a rotation, never a reflection
+        return u @ np.diag([1.0] * (len(u) - 1) + [d]) @ vt""", "wrong result"),
+    "centred_first": ("""
+        s, t = source - source.mean(axis=0), target - target.mean(axis=0)
+        u, _s, vt = np.linalg.svd(t.T @ s)
+        return u @ vt""", "wrong result"),
+})
+more_wrong("recurrent.elman.rnn_step", {
+    "sigmoid_instead_of_tanh": ("return 1 / (1 + np.exp(-(x @ W.T + h_prev @ U.T + b)))", "wrong result"),
+    "W_not_transposed": ("return np.tanh(x @ W + h_prev @ U.T + b)", "raised"),
+    "written_into_h_prev": ("""
+        np.tanh(x @ W.T + h_prev @ U.T + b, out=h_prev)
+        return h_prev""", "in place"),
+})
+_BPTT_END = """
+        h_prevs = np.concatenate([h0[:, None], hs[:, :-1]], axis=1)
+        return (das @ W, dh_next, np.einsum("bth,bti->hi", das, xs), np.einsum("bth,btk->hk", das, h_prevs),
+                das.sum(axis=(0, 1)))"""
+more_wrong("recurrent.elman.rnn_backward", {
+    "loop_forward_in_time": ("""
+        das = np.empty_like(hs)
+        dh_next = np.zeros_like(h0)
+        for t in range(steps):
+            das[:, t] = (dhs[:, t] + dh_next) * (1 - hs[:, t] ** 2)
+            dh_next = das[:, t] @ U""" + _BPTT_END, "wrong result"),
+    "tanh_derivative_at_the_previous_state": ("""
+        h_prevs = np.concatenate([h0[:, None], hs[:, :-1]], axis=1)
+        das = np.empty_like(hs)
+        dh_next = np.zeros_like(h0)
+        for t in reversed(range(steps)):
+            das[:, t] = (dhs[:, t] + dh_next) * (1 - h_prevs[:, t] ** 2)
+            dh_next = das[:, t] @ U""" + _BPTT_END, "wrong result"),
+    "dh0_before_the_last_tanh": ("""
+        das = np.empty_like(hs)
+        dh_next = np.zeros_like(h0)
+        for t in reversed(range(steps)):
+            dh = dhs[:, t] + dh_next
+            das[:, t] = dh * (1 - hs[:, t] ** 2)
+            dh_next = das[:, t] @ U
+        dh_next = dh""" + _BPTT_END, "wrong result"),
+})
+more_wrong("recurrent.clipping.clip_gradients", {
+    "always_rescaled": ("""
+        total_norm = math.sqrt(sum(float(np.sum(g * g)) for g in grads))
+        return [g * (max_norm / (total_norm + 1e-6)) for g in grads], total_norm""", "wrong result"),
+    "sum_of_norms": ("""
+        total_norm = sum(float(np.linalg.norm(g)) for g in grads)
+        scale = min(1.0, max_norm / (total_norm + 1e-6))
+        return [g * scale for g in grads], total_norm""", "wrong result"),
+})
+_NLL = """
+        top = logits.max(axis=1, keepdims=True)
+        nll = top[:, 0] + np.log(np.exp(logits - top).sum(axis=1)) - logits[np.arange(len(targets)), targets]"""
+more_wrong("recurrent.perplexity.perplexity", {
+    "math_exp_overflows": (_NLL + """
+        return math.exp(nll.mean())""", "raised OverflowError"),  # the docstring asks for inf
+    "geometric_mean_by_product": (_NLL + """
+        with np.errstate(over="ignore"):
+            return float(np.prod(np.exp(nll)) ** (1 / len(nll)))""", "wrong result"),
+    "summed_not_averaged": (_NLL + """
+        with np.errstate(over="ignore"):
+            return float(np.exp(nll.sum()))""", "wrong result"),
+})
+more_wrong("recurrent.cells.lstm_cell", {
+    "no_tanh_on_the_cell": ("""
+        a_i, a_f, a_g, a_o = (x @ weight_ih.T + bias_ih + h @ weight_hh.T + bias_hh).chunk(4, dim=1)
+        c_next = torch.sigmoid(a_f) * c + torch.sigmoid(a_i) * torch.tanh(a_g)
+        return torch.sigmoid(a_o) * c_next, c_next""", "wrong result"),
+})
+more_wrong("recurrent.cells.gru_cell", {
+    "reset_on_the_state": ("""
+        size = h.shape[1]
+        x_r, x_z, x_n = (x @ weight_ih.T + bias_ih).chunk(3, dim=1)
+        h_r, h_z, _ = (h @ weight_hh.T + bias_hh).chunk(3, dim=1)
+        r, z = torch.sigmoid(x_r + h_r), torch.sigmoid(x_z + h_z)
+        n = torch.tanh(x_n + (r * h) @ weight_hh[2 * size:].T + bias_hh[2 * size:])  # Cho et al.'s form, not torch's
+        return (1 - z) * n + z * h""", "wrong result"),
+})
+more_wrong("recurrent.layers.bidirectional", {
+    "final_states_swapped": (_FLIP_EACH + """
+        out_f, final_f = forward(x, lengths)
+        out_b, final_b = backward(flip_each(x), lengths)
+        return torch.cat([out_f, flip_each(out_b)], dim=-1), (final_b, final_f)""", "wrong result"),
+    "forward_layer_both_ways": (_FLIP_EACH + """
+        out_f, final_f = forward(x, lengths)
+        out_b, final_b = forward(flip_each(x), lengths)
+        return torch.cat([out_f, flip_each(out_b)], dim=-1), (final_f, final_b)""", "wrong result"),
+    "x_reversed_in_place": (_FLIP_EACH + """
+        out_f, final_f = forward(x, lengths)
+        with torch.no_grad():
+            x.copy_(flip_each(x))
+        out_b, final_b = backward(x, lengths)
+        return torch.cat([out_f, flip_each(out_b)], dim=-1), (final_f, final_b)""", "in place"),
+})
+more_wrong("recurrent.elmo.scalar_mix", {
+    "gamma_ignored": (f"""
+        s = torch.softmax(weights, dim=0)
+        return ({_BROADCAST} * layers).sum(dim=0)""", "wrong result"),
+    "mean_of_the_layers": ("return gamma.reshape(()) * layers.mean(dim=0)", "wrong result"),
+})
+more_wrong("attention.masking.masked_softmax", {
+    "mask_on_the_queries": ("""
+        return torch.softmax(scores.masked_fill(~mask[:, :, None], float("-inf")), dim=-1)""", None),
+})
+more_wrong("attention.scores.general_attention", {
+    "no_weight_matrix": ((_MASKED_SOFTMAX, """
+        weights = masked_softmax(query @ keys.transpose(1, 2), mask)
+        return weights @ keys, weights"""), "wrong result"),
+    "scores_average_the_keys": ((_MASKED_SOFTMAX, """
+        scores = query @ weight @ keys.transpose(1, 2)
+        weights = masked_softmax(scores, mask)
+        return scores.masked_fill(~mask[:, None, :], 0.0) @ keys, weights"""), "wrong result"),
+})
+more_wrong("attention.scores.additive_attention", {
+    "no_tanh": ((_MASKED_SOFTMAX, """
+        inner = (query @ weight_query.T)[:, :, None] + (keys @ weight_key.T)[:, None]
+        weights = masked_softmax(inner @ v, mask)
+        return weights @ keys, weights"""), "wrong result"),
+    "sigmoid_not_tanh": ((_MASKED_SOFTMAX, """
+        inner = (query @ weight_query.T)[:, :, None] + (keys @ weight_key.T)[:, None]
+        weights = masked_softmax(torch.sigmoid(inner) @ v, mask)
+        return weights @ keys, weights"""), "wrong result"),
+})
+more_wrong("attention.seq2seq.attention_decoder_step", {
+    "readout_without_the_context": ("""
+        context, weights = decoder.attention(s_prev[:, None, :], memory, mask)
+        context = context[:, 0]
+        state = decoder.cell(torch.cat([decoder.embedding(y_prev), context], dim=-1), s_prev)
+        return decoder.readout(torch.cat([state, torch.zeros_like(context)], dim=-1)), state, weights[:, 0]""",
+                                    "wrong result"),
+})
+more_wrong("attention.decoding.beam_search", {
+    # when a finished hypothesis ranks above a live one, the first len(live) parents of the top beam_width are not
+    # the live ones' own: a live hypothesis continues from another's state
+    "wrong_state_rows": (_beam_with("state[torch.tensor([k for _, _, k in kept])]",
+                                    "state[torch.tensor([k for _, k, _ in candidates[:len(kept)]])]"), "wrong result"),
+})
+more_wrong("transformer.scaled_attention.scaled_dot_product_attention", {
+    "bool_mask_inverted": (_sdpa_with("scores.masked_fill(~mask, -math.inf)", "scores.masked_fill(mask, -math.inf)"),
+                           "wrong result"),
+})
+more_wrong("transformer.multi_head.multi_head_attention", {
+    "heads_interleaved": (_mha_with(".reshape(x.shape[0], x.shape[1], num_heads, size).transpose(1, 2)",
+                                    ".reshape(x.shape[0], x.shape[1], size, num_heads).permute(0, 3, 1, 2)"),
+                          "wrong result"),
+})
+more_wrong("transformer.positions.sinusoidal_encoding", {
+    "positions_from_one": ("""
+        angles = torch.arange(1, steps + 1, dtype=torch.float64)[:, None] * base ** (-torch.arange(0, width, 2) / width)
+        return torch.stack([angles.sin(), angles.cos()], dim=-1).reshape(steps, width).float()""", "wrong result"),
+})
+_ROPE_END = """
+        even, odd = x[..., 0::2], x[..., 1::2]
+        return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)"""
+more_wrong("transformer.positions.rope", {
+    "float32_angles": ("""
+        t = torch.arange(start, start + x.shape[-2], dtype=x.dtype)[:, None]
+        theta = base ** (-torch.arange(0, x.shape[-1], 2, dtype=x.dtype) / x.shape[-1])
+        cos, sin = torch.cos(t * theta), torch.sin(t * theta)""" + _ROPE_END, "wrong result"),
+    "angles_rounded_to_float32": ("""
+        t = torch.arange(start, start + x.shape[-2], dtype=torch.float64)[:, None]
+        angles = (t * base ** (-torch.arange(0, x.shape[-1], 2, dtype=torch.float64) / x.shape[-1])).to(x.dtype)
+        cos, sin = torch.cos(angles), torch.sin(angles)""" + _ROPE_END, "wrong result"),
+    "rotated_in_place": ("""
+        t = torch.arange(start, start + x.shape[-2], dtype=torch.float64)[:, None]
+        theta = base ** (-torch.arange(0, x.shape[-1], 2, dtype=torch.float64) / x.shape[-1])
+        cos, sin = torch.cos(t * theta).to(x.dtype), torch.sin(t * theta).to(x.dtype)
+        even, odd = x[..., 0::2].clone(), x[..., 1::2].clone()
+        with torch.no_grad():
+            x[..., 0::2], x[..., 1::2] = even * cos - odd * sin, even * sin + odd * cos
+        return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)""", "in place"),
+})
+more_wrong("transformer.layer_norm.layer_norm", {
+    "eps_ignored": ("""
+        mu = x.mean(-1, keepdim=True)
+        return (x - mu) / torch.sqrt(((x - mu) ** 2).mean(-1, keepdim=True)) * weight + bias""", "wrong result"),
+})
+more_wrong("transformer.blocks.pre_ln_encoder_block", {
+    "residual_added_in_place": ("""
+        with torch.no_grad():
+            x += block.self_attention(block.norm1(x), mask)
+        return x + block.feed_forward(block.norm2(x))""", "in place"),
+})
+more_wrong("gpt.causal_attention.causal_self_attention", {
+    "heads_without_transpose": (_causal_with("return block.reshape(batch, steps, num_heads, size).transpose(1, 2)",
+                                             "return block.reshape(batch, num_heads, steps, size)"), "wrong result"),
+})
+more_wrong("gpt.filters.temperature_top_k", {
+    "kth_itself_dropped": (_TOP_K_HEAD + """
+        return scaled.masked_fill(scaled <= scaled.topk(k, dim=-1).values[..., -1:], -math.inf)""", "wrong result"),
+})
+more_wrong("gpt.filters.top_p_filter", {
+    "softmax_over_the_first_axis": ("""
+        probs = torch.softmax(logits.double(), dim=0)
+        ahead = (probs.unsqueeze(-2) * (probs.unsqueeze(-2) > probs.unsqueeze(-1))).sum(dim=-1)
+        return logits.masked_fill(ahead >= p, -math.inf)""", "wrong result"),
+    "filtered_in_place": ("""
+        probs = torch.softmax(logits.double(), dim=-1)
+        ahead = (probs.unsqueeze(-2) * (probs.unsqueeze(-2) > probs.unsqueeze(-1))).sum(dim=-1)
+        return logits.masked_fill_(ahead >= p, -math.inf)""", "in place"),
+})
+more_wrong("gpt.beam.beam_search", {
+    # the issue's bug: when a finished hypothesis ranks above a live one, the first len(live) parents of the top
+    # beam_width are not the live ones' own, and a live hypothesis continues from another's keys and values
+    "wrong_cache_rows": (_gpt_beam_with("rows = torch.tensor([parent for _, _, parent in kept])",
+                                        "rows = torch.tensor([parent for _, parent, _ in candidates[:len(kept)]])"),
+                         "wrong result"),
+})
+more_wrong("bert.embeddings.bert_embeddings", {
+    "positions_from_one": (_EMBEDDINGS.replace("position_weight[:ids.shape[1]]", "position_weight[1:ids.shape[1] + 1]"),
+                           None),
+})
+more_wrong("bert.pooling.mean_pool", {
+    "count_of_nonzero_vectors": ("""
+        summed = (hidden * padding.unsqueeze(-1)).sum(dim=1)
+        return summed / (hidden != 0).any(dim=-1).sum(dim=1, keepdim=True)""", "wrong result"),
+})
+more_wrong("bert.masking.mlm_mask", {
+    # the issue's bug: exactly round(p n) positions of each row, passes every count of the whole batch
+    "exactly_round_pn_per_row": ("""
+        special = special_token_mask(ids, special_ids)
+        chosen = torch.zeros_like(special)
+        for row in range(ids.shape[0]):
+            where = (~special[row]).nonzero().squeeze(1)
+            chosen[row, where[torch.randperm(len(where), generator=generator)[:round(probability * len(where))]]] = True
+        fate = torch.rand(ids.shape, generator=generator)
+        allowed = torch.tensor([i for i in range(vocab_size) if i not in set(special_ids)])
+        drawn = allowed[torch.randint(len(allowed), ids.shape, generator=generator)]
+        inputs = torch.where(chosen & (fate < 0.8), mask_id, torch.where(chosen & (fate >= 0.9), drawn, ids))
+        return inputs, torch.where(chosen, ids, -100)""", "too evenly"),
+    "exact_fates_per_row": ("""
+        special = special_token_mask(ids, special_ids)
+        chosen = (torch.rand(ids.shape, generator=generator) < probability) & ~special
+        fate = torch.full(ids.shape, 0.95)
+        for row in range(ids.shape[0]):
+            where = chosen[row].nonzero().squeeze(1)
+            order = where[torch.randperm(len(where), generator=generator)]
+            masked = round(0.8 * len(where))  # exactly 80 % [MASK], 10 % random, 10 % kept, in a random order
+            fate[row, order[:masked]] = 0.0
+            fate[row, order[masked:masked + round(0.1 * len(where))]] = 0.85
+        allowed = torch.tensor([i for i in range(vocab_size) if i not in set(special_ids)])
+        drawn = allowed[torch.randint(len(allowed), ids.shape, generator=generator)]
+        inputs = torch.where(chosen & (fate < 0.8), mask_id, torch.where(chosen & (fate >= 0.8) & (fate < 0.9), drawn, ids))
+        return inputs, torch.where(chosen, ids, -100)""", "too evenly"),
+    "chance_varies_by_row": ("""
+        special = special_token_mask(ids, special_ids)
+        chance = (torch.rand(ids.shape[0], 1, generator=generator) * 2 * probability).clamp(max=1)  # p on average
+        chosen = (torch.rand(ids.shape, generator=generator) < chance) & ~special
+        fate = torch.rand(ids.shape, generator=generator)
+        allowed = torch.tensor([i for i in range(vocab_size) if i not in set(special_ids)])
+        drawn = allowed[torch.randint(len(allowed), ids.shape, generator=generator)]
+        inputs = torch.where(chosen & (fate < 0.8), mask_id, torch.where(chosen & (fate >= 0.9), drawn, ids))
+        return inputs, torch.where(chosen, ids, -100)""", "too unevenly"),
+})
+
+IN_PLACE, UPCAST = "<writes into an input>", "<float64 for float32 inputs>"
+"""The generic mistakes, planted by closures around the reference (:data:`GENERIC`)."""
+
+BUG_CLASSES: dict[str, dict[str, list[str]]] = {
+    "vectors.counts.one_hot": {
+        "a dtype other than float64": ["int_dtype", "bool_dtype"],
+        "whole columns set instead of one entry per row": ["whole_columns"],
+        "a wrong shape (transposed, V from the ids, one row per distinct id)":
+            ["transposed", "width_from_largest_id", "one_row_per_distinct_id"],
+        "ids changed in place": [IN_PLACE]},
+    "vectors.counts.tfidf": {
+        "document frequency from the total count": ["df_is_total_count"],
+        "the idf formula (no + 1, log10, smooth_idf ignored)": ["idf_without_plus_one", "log10", "smooth_idf_ignored"],
+        "the normalisation (columns, L1, always)": ["column_norms", "l1_rows", "normalize_ignored"],
+        "a dense array instead of a sparse matrix": ["dense_result"],
+        "counts changed in place": ["weights_in_place", IN_PLACE]},
+    "vectors.counts.ppmi": {
+        "the smoothing (not renormalised, of the words too or instead, ignored)":
+            ["context_power_not_renormalized", "words_smoothed_too", "words_smoothed_not_contexts", "alpha_ignored"],
+        "negative values kept": ["negative_values_kept"],
+        "another logarithm": ["log2"],
+        "a dense array instead of a sparse matrix": ["dense_result"],
+        "cooc changed in place": ["divides_the_input_in_place", IN_PLACE]},
+    "vectors.counts.cosine_similarity": {
+        "NaN for zero vectors": ["no_zero_vector_guard"],
+        "the wrong norms (of the columns, of the matrix, none)": ["norms_over_columns", "frobenius_norms",
+                                                                  "no_normalisation"],
+        "inputs normalised in place": ["rows_normalised_in_place", IN_PLACE]},
+    "vectors.word2vec.skipgram_pairs": {
+        "float arrays when there is no pair": ["float_arrays_when_empty"],
+        "the window off by one (dynamic windows, the last context)": ["window_high_excluded", "last_context_missed"],
+        "positions instead of ids": ["positions_not_ids"],
+        "a center paired with itself": ["center_paired_with_itself"],
+        "another order of the pairs": ["ordered_by_distance"],
+        "ids changed in place": [IN_PLACE]},
+    "vectors.word2vec.negative_samples": {
+        "another distribution (uniform, smoothed again)": ["uniform_ids", "smoothed_twice"],
+        "draws not from rng": ["numpy_global_generator"],
+        "a wrong dtype or shape": ["float_ids", "flat_draws"],
+        "noise changed in place": [IN_PLACE]},
+    "vectors.word2vec.sgns_loss_and_grads": {
+        "overflow (log of a sigmoid, exp of a large dot product)": ["log_of_sigmoid", "naive_exp"],
+        "summed instead of averaged": ["summed_not_averaged"],
+        "a wrong gradient term (noise forgotten, a sign, summed over k)":
+            ["center_gradient_without_noise", "context_gradient_sign", "noise_gradient_summed_over_k"],
+        "inputs changed in place": [IN_PLACE]},
+    "vectors.gradcheck.numerical_gradient": {
+        "perturbed copies of x (a loss that reads x in place sees no change)":
+            ["perturbed_copies", "unit_steps_added_to_copies"],
+        "a perturbed 'view' that is a copy (x in Fortran order)": ["reshape_assumed_a_view", "ravel_assumed_a_view"],
+        "x not restored": ["not_restored", IN_PLACE],
+        "the difference formula (forward, over eps, a fixed step)":
+            ["forward_difference", "divides_by_eps", "step_fixed_at_1e-6"],
+        "not every entry (the first axis only)": ["first_axis_only"]},
+    "vectors.alignment.procrustes": {
+        "R transposed": ["transposed"],
+        "not orthogonal (singular values kept, least squares)": ["singular_values_kept", "least_squares"],
+        "reflections removed (Kabsch's rotation)": ["reflections_removed"],
+        "centred first": ["centred_first"],
+        "inputs changed in place": [IN_PLACE]},
+    "recurrent.elman.rnn_step": {
+        "a weight not transposed": ["U_not_transposed", "W_not_transposed"],
+        "the bias forgotten": ["bias_forgotten"],
+        "another nonlinearity": ["sigmoid_instead_of_tanh"],
+        "a library's RNN": ["torch_shortcut"],
+        "h_prev overwritten": ["written_into_h_prev", IN_PLACE]},
+    "recurrent.elman.rnn_backward": {
+        "the gradient from later steps (forgotten, the loop forwards)": ["future_gradient_forgotten",
+                                                                         "loop_forward_in_time"],
+        "the wrong state (h_t in dU, tanh' at h_{t-1})": ["dU_with_h_t", "tanh_derivative_at_the_previous_state"],
+        "U transposed going back": ["U_transposed_going_back"],
+        "dh0 one step short": ["dh0_before_the_last_tanh"],
+        "dhs changed in place": ["adds_into_dhs", IN_PLACE]},
+    "recurrent.clipping.clip_gradients": {
+        "the wrong norm (per array, sum of norms)": ["each_array_clipped_alone", "sum_of_norms"],
+        "the 1e-6 left out": ["epsilon_left_out"],
+        "rescaled below the threshold too": ["always_rescaled"],
+        "the norm after clipping returned": ["norm_after_clipping"],
+        "gradients scaled in place": ["scaled_in_place", IN_PLACE]},
+    "recurrent.perplexity.perplexity": {
+        "overflow or underflow (naive softmax, log of a rounded probability, a product of exps)":
+            ["naive_softmax", "log_of_a_softmax_that_underflows", "geometric_mean_by_product"],
+        "OverflowError where the docstring asks for inf": ["math_exp_overflows"],
+        "the wrong mean (of the exps, a sum)": ["mean_of_exponentials", "summed_not_averaged"],
+        "a library's cross-entropy": ["torch_cross_entropy"],
+        "inputs changed in place": [IN_PLACE]},
+    "recurrent.cells.lstm_cell": {
+        "the gate order": ["gate_order_i_f_o_g"],
+        "a bias forgotten": ["bias_hh_forgotten"],
+        "tanh of the cell forgotten": ["no_tanh_on_the_cell"],
+        "gradients cut (a detour through numpy)": ["detour_through_numpy"],
+        "c updated in place": ["cell_state_updated_in_place", IN_PLACE],
+        "float64 for float32 inputs": [UPCAST]},
+    "recurrent.cells.gru_cell": {
+        "the reset gate (before the bias, on the state)": ["reset_before_the_bias", "reset_on_the_state"],
+        "the update gate swapped": ["update_gate_swapped"],
+        "the gate order": ["gate_order_z_r_n"],
+        "gradients cut (a detour through numpy)": ["detour_through_numpy"],
+        "inputs changed in place": [IN_PLACE],
+        "float64 for float32 inputs": [UPCAST]},
+    "recurrent.layers.bidirectional": {
+        "padding reversed too": ["flips_the_padding_too"],
+        "backward outputs left reversed": ["backward_outputs_left_reversed"],
+        "the halves or the final states in the wrong order": ["backward_first", "final_states_swapped"],
+        "the wrong layer backwards": ["forward_layer_both_ways"],
+        "gradients cut (a detour through numpy)": ["reversed_through_numpy"],
+        "x reversed in place": ["x_reversed_in_place", IN_PLACE],
+        "float64 for float32 inputs": [UPCAST]},
+    "recurrent.elmo.scalar_mix": {
+        "exp overflows (no maximum subtracted)": ["naive_softmax"],
+        "no softmax (raw weights, a plain mean)": ["weights_without_softmax", "mean_of_the_layers"],
+        "gamma (a float, ignored)": ["gamma_as_a_float", "gamma_ignored"],
+        "gradients cut (a detour through numpy)": ["detour_through_numpy"],
+        "inputs changed in place": [IN_PLACE],
+        "float64 for float32 inputs": [UPCAST]},
+    "attention.masking.masked_softmax": {
+        "exp overflows (raw scores, the padding's maximum)": ["naive_exp", "maximum_over_the_padding_too"],
+        "a finite fill (0, -1e4)": ["padding_filled_with_zero", "fill_minus_1e4"],
+        "masked after the softmax": ["masked_after_the_softmax"],
+        "the mask on the wrong axis": ["mask_on_the_queries"],
+        "scores filled in place": ["filled_in_place", IN_PLACE],
+        "float64 for float32 inputs": [UPCAST]},
+    "attention.scores.general_attention": {
+        "W transposed or left out": ["w_not_transposed", "no_weight_matrix"],
+        "the mask ignored": ["mask_ignored"],
+        "the softmax over the wrong axis": ["softmax_over_the_queries"],
+        "the scores average the keys": ["scores_average_the_keys"],
+        "gradients cut (a detour through numpy)": ["detour_through_numpy"],
+        "inputs changed in place": [IN_PLACE],
+        "float64 for float32 inputs": [UPCAST]},
+    "attention.scores.additive_attention": {
+        "the tanh (after v, left out, a sigmoid)": ["v_before_tanh", "no_tanh", "sigmoid_not_tanh"],
+        "the projections (swapped, one for both)": ["projections_swapped", "one_projection_for_both"],
+        "the mask ignored": ["mask_ignored"],
+        "inputs changed in place": [IN_PLACE],
+        "float64 for float32 inputs": [UPCAST]},
+    "attention.seq2seq.attention_decoder_step": {
+        "the readout's inputs (the previous state, a new context, no context)":
+            ["readout_from_the_previous_state", "readout_context_from_the_new_state", "readout_without_the_context"],
+        "the cell's input order": ["cell_input_order_swapped"],
+        "the weights' shape": ["weights_left_with_the_query_axis"],
+        "gradients cut (the context detached)": ["context_detached"],
+        "inputs changed in place": [IN_PLACE],
+        "float64 for float32 inputs": [UPCAST]},
+    "attention.decoding.beam_search": {
+        "the length normalisation (none, returned normalised)": ["no_length_normalisation",
+                                                                 "normalised_score_returned"],
+        "finished hypotheses take no place in the beam": ["finished_take_no_place"],
+        "the states (not reordered, the wrong rows when a finished one ranks above a live one)":
+            ["states_not_reordered", "wrong_state_rows"],
+        "live hypotheses dropped at max_len": ["live_hypotheses_dropped_at_max_len"],
+        "the state changed in place": [IN_PLACE]},
+    "transformer.scaled_attention.scaled_dot_product_attention": {
+        "the scale (none, sqrt(Tk), hs)": ["no_scale", "scaled_by_the_number_of_keys", "divided_by_hs"],
+        "the mask (multiplied, inverted, a float mask ignored)": ["mask_multiplies_the_scores", "bool_mask_inverted",
+                                                                  "float_mask_ignored"],
+        "the softmax over the wrong axis": ["softmax_over_the_queries"],
+        "gradients cut (a detour through numpy)": ["weights_through_numpy"],
+        "inputs changed in place": [IN_PLACE],
+        "float64 for float32 inputs": [UPCAST]},
+    "transformer.multi_head.multi_head_attention": {
+        "the heads split wrongly (no transpose, interleaved columns)": ["heads_without_transpose", "heads_interleaved"],
+        "the Q, K, V blocks in another order": ["key_and_value_blocks_swapped"],
+        "the output projection (not transposed, no bias)": ["output_projection_not_transposed",
+                                                            "output_bias_forgotten"],
+        "the weights averaged over heads": ["weights_averaged_over_heads"],
+        "the mask dropped": ["mask_dropped"],
+        "inputs changed in place": [IN_PLACE],
+        "float64 for float32 inputs": [UPCAST]},
+    "transformer.positions.sinusoidal_encoding": {
+        "speeds from the column index": ["column_index_in_the_speed"],
+        "the columns' layout (halves, sin and cos swapped)": ["sines_then_cosines", "sin_and_cos_swapped"],
+        "positions from 1": ["positions_from_one"],
+        "angles in float32": ["float32_angles"],
+        "float64 returned": ["float64_returned"]},
+    "transformer.positions.rope": {
+        "halves instead of neighbouring pairs": ["pairs_of_halves"],
+        "start ignored": ["start_ignored"],
+        "theta from the pair index alone": ["theta_from_the_pair_index_alone"],
+        "turned backwards": ["turned_backwards"],
+        "angles in float32 (computed, or rounded)": ["float32_angles", "angles_rounded_to_float32"],
+        "x rotated in place": ["rotated_in_place", IN_PLACE],
+        "float64 for float32 inputs": [UPCAST]},
+    "transformer.layer_norm.layer_norm": {
+        "the variance (unbiased, E[x^2] - mu^2)": ["unbiased_variance", "mean_of_squares_minus_square_of_mean"],
+        "eps (outside the square root, ignored)": ["eps_outside_the_square_root", "eps_ignored"],
+        "statistics over every axis": ["statistics_over_every_axis"],
+        "weight and bias swapped": ["weight_and_bias_swapped"],
+        "inputs changed in place": [IN_PLACE],
+        "float64 for float32 inputs": [UPCAST]},
+    "transformer.blocks.pre_ln_encoder_block": {
+        "where the norms go (post-LN, swapped, the residual from the normalised input)":
+            ["post_ln", "norms_swapped", "residual_from_the_normalised_input"],
+        "one residual for both sublayers": ["one_residual_for_both"],
+        "the mask dropped": ["mask_dropped"],
+        "the residual added into x": ["residual_added_in_place", IN_PLACE],
+        "float64 for float32 inputs": [UPCAST]},
+    "gpt.causal_attention.causal_self_attention": {
+        "the causal mask (no offset for the cache, none with a cache)": ["mask_without_the_cache_offset",
+                                                                         "no_mask_when_there_is_a_cache"],
+        "the cache (after the new positions, only the new keys returned)": ["new_positions_before_the_cache",
+                                                                            "only_the_new_keys_returned"],
+        "the heads split wrongly": ["heads_without_transpose"],
+        "gradients cut (a detour through numpy)": ["output_through_numpy"],
+        "inputs or the cache changed in place": [IN_PLACE],
+        "float64 for float32 inputs": [UPCAST]},
+    "gpt.filters.temperature_top_k": {
+        "ties with the k-th (exactly k, the k-th dropped, one too many)": ["exactly_k_by_index", "kth_itself_dropped",
+                                                                           "one_token_too_many"],
+        "the temperature multiplies": ["temperature_multiplies"],
+        "k above V": ["no_guard_for_k_above_v"],
+        "logits filtered in place": ["filtered_in_place", IN_PLACE],
+        "float64 for float32 inputs": [UPCAST]},
+    "gpt.filters.top_p_filter": {
+        "ties cut by the sort": ["ties_cut_by_the_sort"],
+        "the mass including the token itself": ["cumulative_mass_including_itself"],
+        "something else than the logits returned": ["renormalised_log_probabilities", "probabilities_returned"],
+        "the softmax over the wrong axis": ["softmax_over_the_first_axis"],
+        "logits filtered in place": ["filtered_in_place", IN_PLACE],
+        "float64 for float32 inputs": [UPCAST]},
+    "gpt.beam.beam_search": {
+        "the cache (not reordered, the wrong rows when a finished one ranks above a live one)":
+            ["cache_not_reordered", "wrong_cache_rows"],
+        "the prompt read again instead of the cache": ["whole_sequence_every_step"],
+        "the length normalisation (none, returned normalised)": ["no_length_normalisation",
+                                                                 "normalised_score_returned"],
+        "finished hypotheses take no place in the beam": ["finished_take_no_place"],
+        "live hypotheses dropped at the end": ["live_hypotheses_dropped_at_max_len"],
+        "the prompt changed in place": [IN_PLACE]},
+    "bert.wordpiece.wordpiece_word": {
+        "a library's WordPiece": ["tokenizers_wordpiece"],
+        "another matching (shortest first, backtracking)": ["shortest_match_first", "backtracks"],
+        "unknown words (the pieces so far kept, the empty word unknown)": ["unknown_piece_only",
+                                                                           "empty_word_is_unknown"],
+        "max_chars off by one": ["max_chars_off_by_one"],
+        "'##' on every piece": ["hashes_on_every_piece"],
+        "the vocabulary changed in place": [IN_PLACE]},
+    "bert.embeddings.bert_embeddings": {
+        "torch's default eps": ["torch_default_eps"],
+        "segments forgotten": ["segments_forgotten"],
+        "the unbiased variance": ["unbiased_variance"],
+        "the positions (after the norm, from 1)": ["positions_added_after_the_norm", "positions_from_one"],
+        "gradients cut (a detour through numpy)": ["through_numpy"],
+        "inputs changed in place": [IN_PLACE],
+        "float64 for float32 inputs": [UPCAST]},
+    "bert.self_attention.bert_self_attention": {
+        "the padding mask (on the queries, -1e4 set or added)": ["padding_on_the_queries",
+                                                                 "padding_set_to_minus_ten_thousand",
+                                                                 "minus_ten_thousand_added_to_padding"],
+        "no scaling": ["no_scaling"],
+        "dropout (ignored, the dropped weights returned)": ["dropout_ignored", "dropped_weights_returned"],
+        "the heads split wrongly": ["heads_without_a_transpose"],
+        "the softmax over the wrong axis": ["softmax_over_the_queries"],
+        "inputs changed in place": [IN_PLACE],
+        "float64 for float32 inputs": [UPCAST]},
+    "bert.pooling.mean_pool": {
+        "padding counted (in the mean, T, non-zero vectors)": ["mean_over_every_position", "divided_by_t",
+                                                               "count_of_nonzero_vectors"],
+        "the count of the whole batch": ["count_of_the_whole_batch"],
+        "padding zeroed in place": ["padding_zeroed_in_place", IN_PLACE],
+        "float64 for float32 inputs": [UPCAST]},
+    "bert.masking.mlm_mask": {
+        "draws not from the generator (its own seed, the global one)": ["ignores_the_generator", "global_generator"],
+        "the fates' shares (swapped, all [MASK])": ["mask_and_random_swapped", "every_chosen_position_masked"],
+        "specials or labels (specials chosen, labels of the inputs, labels everywhere)":
+            ["specials_may_be_chosen", "labels_are_the_inputs", "labels_everywhere"],
+        "the random tokens (any id, ids of the batch, never the original)":
+            ["random_tokens_from_the_whole_vocabulary", "random_tokens_from_the_batch",
+             "random_token_never_the_original"],
+        "a pattern of positions or fates": ["every_seventh_position", "fates_dealt_in_turn"],
+        "the spread of the rows' counts (a fixed number per row, a chance that varies by row)":
+            ["exactly_round_pn_per_row", "exact_fates_per_row", "chance_varies_by_row"],
+        "ids changed in place": ["ids_changed_in_place", IN_PLACE]},
+}
+"""For every exercise, its realistic bug classes and the wrong answers (or generic closures) that make each."""
+
+
+# ---------------------------------------------------------------------------------------------
 # Machinery: the notebook-like namespace, the answers' sources, the entries of the answer keys
 # ---------------------------------------------------------------------------------------------
 
@@ -1834,16 +2532,69 @@ def load_answer(key: str, source: str):
     return namespace[key.rsplit(".", 1)[1]]
 
 
-def run(key: str, fn) -> list[tuple[dict, list]]:
-    """``(entry, outcomes)`` for each entry of ``key``, run as in the notebook's kernel (float64 torch, one thread)."""
+def run(key: str, fn, kind: str | None = None) -> list[tuple[dict, list]]:
+    """``(entry, outcomes)`` for each entry of ``key`` (of one ``kind``, if given: "visible" or "hidden"), run as in
+    the notebook's kernel (float64 torch, one thread)."""
     out = []
     with answer_keys.torch_state() as torch, np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # what the answers warn about (e.g. float() of a tensor) is not judged
         torch.set_default_dtype(torch.float64)
         torch.set_num_threads(1)
         for entry in entries(key):
-            out.append((entry, verdicts.outcomes_in_process(fn, entry)))
+            if kind is None or entry["kind"] == kind:
+                out.append((entry, verdicts.outcomes_in_process(fn, entry)))
     return out
+
+
+def _reference(key: str):
+    """The reference answer of exercise ``key`` (course_lib's own function)."""
+    module, name = key.rsplit(".", 1)
+    return getattr(importlib.import_module(f"course_lib.{module}"), name)
+
+
+def _writes_into_an_input(reference):
+    """The reference, then a write into its first array, tensor or dict argument (the result itself is right)."""
+    @functools.wraps(reference)
+    def answer(*args, **kwargs):
+        import torch
+
+        result = reference(*args, **kwargs)
+        for arg in args:
+            if isinstance(arg, np.ndarray) and arg.size:
+                arg.flat[0] = not arg.flat[0] if arg.dtype == bool else arg.flat[0] + 1
+                break
+            if isinstance(arg, torch.Tensor) and arg.numel() and arg.is_contiguous():
+                with torch.no_grad():
+                    flat = arg.view(-1)
+                    flat[0] = ~flat[0] if arg.dtype == torch.bool else flat[0] + 1
+                break
+            if isinstance(arg, dict):
+                arg["##written"] = len(arg)
+                break
+            if isinstance(arg, list) and arg and isinstance(arg[0], np.ndarray):
+                arg[0].flat[0] += 1
+                break
+        return result
+    return answer
+
+
+def _float64_for_float32(reference):
+    """The reference on float32 tensor arguments cast to float64 (as when a float64 tensor enters the computation)."""
+    @functools.wraps(reference)
+    def answer(*args, **kwargs):
+        import torch
+
+        def wider(x):
+            return x.double() if isinstance(x, torch.Tensor) and x.dtype == torch.float32 else x
+        return reference(*map(wider, args), **{k: wider(v) for k, v in kwargs.items()})
+    return answer
+
+
+GENERIC = {IN_PLACE: (_writes_into_an_input, ("in place",)), UPCAST: (_float64_for_float32, ("dtype", "raised"))}
+"""Each generic mistake: the closure that plants it, and the verdicts it may get (a float32 scaffold raises on float64)."""
+UPCAST_KEYS = hidden_cases.TORCH - {"transformer.positions.sinusoidal_encoding", "attention.decoding.beam_search",
+                                    "gpt.beam.beam_search"}
+"""The exercises that take float tensors and return tensors of their dtype (the others return float32, or lists)."""
 
 
 def _params(kind):
@@ -1900,8 +2651,9 @@ def test_hints_name_a_mistake_for_every_exercise():
 
 def test_stability_cases_really_overflow_float64():
     """Where a docstring promises stability, hidden cases have scores where a naive exp overflows
-    (``exp(x) = inf`` for ``x > 709.78``) or underflows to 0 (``x < -745.1``), in at least two cases,
-    while no perplexity case needs an overflowing final exp (its result is finite)."""
+    (``exp(x) = inf`` for ``x > 709.78``) or underflows to 0 (``x < -745.1``), in at least two cases;
+    and in at least two perplexity cases the mean -log p itself is beyond 709.78, where the docstring
+    asks for ``inf`` (``math.exp`` raises ``OverflowError``), the others being finite."""
     def extreme(values):
         return bool(np.max(np.abs(values)) > 745.2)
 
@@ -1917,7 +2669,8 @@ def test_stability_cases_really_overflow_float64():
         hidden = next(e for e in entries(key) if e["kind"] == "hidden")
         assert sum(extreme(values(case)) for case in hidden["cases"]) >= 2, key
     perplexity = next(e for e in entries("recurrent.perplexity.perplexity") if e["kind"] == "hidden")
-    assert all(np.isfinite(case["expected"]["value"]) for case in perplexity["cases"])
+    values = np.array([case["expected"]["value"] for case in perplexity["cases"]])
+    assert np.sum(values == np.inf) >= 2 and np.all(np.isfinite(values) | (values == np.inf)), values
 
 
 def _read_anyhow(model):
@@ -2065,3 +2818,68 @@ def test_a_first_import_inside_the_function_is_no_error():
     """)
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-500:]
+
+
+def test_every_exercise_names_its_bug_classes():
+    """The table of bug classes covers every exercise and every wrong answer, and each class names its mistakes;
+    the generic ones apply wherever they can: a write into an input (every function with an array argument), float64
+    for float32 inputs (every function of float tensors that returns their dtype)."""
+    assert set(BUG_CLASSES) == set(EXERCISES)
+    for key, classes in BUG_CLASSES.items():
+        named = [name for names in classes.values() for name in names]
+        assert len(classes) >= 3 and all(classes.values()), key
+        assert len(named) == len(set(named)), f"{key}: a mistake named twice"
+        assert {n for n in named if n not in GENERIC} == set(ANSWERS[key]["wrong"]), \
+            f"{key}: every wrong answer belongs to one class, and every class names wrong answers that exist"
+        assert (IN_PLACE in named) == (key != "transformer.positions.sinusoidal_encoding"), key
+        assert (UPCAST in named) == (key in UPCAST_KEYS), key
+
+
+@pytest.mark.parametrize("key,mistake", [pytest.param(key, mistake, id=f"{key.rsplit('.', 1)[1]}-{mistake.strip('<>')}")
+                                         for key, classes in BUG_CLASSES.items()
+                                         for names in classes.values() for mistake in names if mistake in GENERIC])
+def test_a_generic_mistake_fails_in_several_hidden_cases(key, mistake):
+    plant, reasons = GENERIC[mistake]
+    hidden = [(entry, outcomes) for entry, outcomes in run(key, plant(_reference(key)), kind="hidden")]
+    problems = [p for entry, outcomes in hidden for _n, p in verdicts.case_problems(entry, outcomes, secret=True)]
+    assert len(problems) >= 2, f"{mistake} in {key} fails only {problems}"
+    assert all(any(reason in p for reason in reasons) for p in problems), problems
+
+
+@pytest.mark.parametrize("key", sorted(EXERCISES), ids=lambda key: key.rsplit(".", 1)[1])
+def test_the_reference_passes_every_case(key):
+    for entry, outcomes in run(key, _reference(key)):
+        verdict = verdicts.judge(entry, {"cases": outcomes}, secret=entry["kind"] == "hidden")
+        assert verdict.passed, f"{entry['kind']} {key}: {verdict.message}"
+
+
+def test_losses_that_read_x_in_place_hold_the_very_array_of_their_case():
+    """numerical_gradient's hidden cases with a loss that reads x in place stay such cases wherever they go: stored
+    in the key, pickled into the sandbox (one pickle for all cases) and copied by the probe, the loss's weights are
+    the case's x; and some x are in Fortran order, where x.reshape(-1) is a copy."""
+    import cloudpickle
+
+    from course_lib.vectors.gradcheck import SmoothLoss
+
+    hidden = next(e for e in entries("vectors.gradcheck.numerical_gradient") if e["kind"] == "hidden")
+    sandbox = pickle.loads(cloudpickle.dumps(answer_keys.probe_inputs(hidden), protocol=4))
+    for cases in (hidden["cases"], sandbox, [{"args": copy.deepcopy(case["args"])} for case in sandbox]):
+        shared = [case for case in cases if isinstance(case["args"][0], SmoothLoss) and case["args"][0].weights is not None]
+        assert len(shared) >= 2 and all(case["args"][0].weights is case["args"][1] for case in shared)
+    fortran = [case for case in sandbox if not case["args"][1].flags.c_contiguous]
+    assert len(fortran) >= 2 and not any(np.shares_memory(case["args"][1].reshape(-1), case["args"][1])
+                                         for case in fortran)
+
+
+def test_the_spread_check_accepts_independent_counts_and_refuses_fixed_ones():
+    """mlm_mask's spread check (``hidden_cases._spread``): binomial counts per row pass as often as its bound says
+    (each side at most ``tail``, here 0.05, in 100 draws: at most 5 expected, 20 allowed), while a fixed number per
+    row is far too even and a chance that varies by row far too uneven, at the real tail of 1e-12."""
+    rng = np.random.default_rng(23)
+    totals = rng.choice([12, 40, 64, 100, 128], size=64)  # rows of a few lengths: a quick check
+    for p in (0.15, 0.5, 0.8):
+        verdicts_seen = [hidden_cases._spread(rng.binomial(totals, p), totals, p, tail=0.05) for _ in range(100)]
+        assert verdicts_seen.count("too evenly") <= 20 and verdicts_seen.count("too unevenly") <= 20, p
+        assert hidden_cases._spread(np.round(totals * p), totals, p) == "too evenly"
+        assert hidden_cases._spread(rng.binomial(totals, rng.uniform(0, min(1, 2 * p), size=64)), totals, p) \
+            == "too unevenly"
