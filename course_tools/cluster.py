@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from typing import Callable, Iterable
 
 from tqdm.auto import tqdm
@@ -50,11 +51,40 @@ def _allowed_failures() -> int:
     return int(dask.config.get("distributed.scheduler.allowed-failures"))
 
 
+def _stuck(seconds: float) -> str:
+    return (f"no result after {seconds:.0f} s: the grading stopped responding outside the sandbox; "
+            f"not recorded, graded again next run")
+
+
+def _with_deadline(task: Task, deadline: float | None) -> Result:
+    """``run_task(task)`` in a thread of its own, given up after ``deadline`` seconds (TimeoutError): a task
+    stuck outside the sandbox becomes a failure, and the batch goes on."""
+    if deadline is None:
+        return run_task(task)
+    box: dict = {}
+
+    def work():
+        try:
+            box["result"] = run_task(task)
+        except BaseException as error:  # noqa: BLE001 - handed to the batch below
+            box["error"] = error
+    thread = threading.Thread(target=work, name=f"grade-{task.student}", daemon=True)
+    thread.start()
+    thread.join(deadline)
+    if thread.is_alive():
+        raise TimeoutError(_stuck(deadline))
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
+
+
 def run_tasks(tasks: Iterable[Task], on_result: Callable[[Result], None], serial: bool = False,
               workers: int | None = None, scheduler: str | None = None,
-              progress: bool | None = None) -> dict[str, str]:
+              progress: bool | None = None, deadline: float | None = None) -> dict[str, str]:
     """Grade ``tasks``; call ``on_result`` with each result as it arrives; return ``student -> reason``
-    for the tasks that failed. ``progress=None`` shows a bar only on a terminal."""
+    for the tasks that failed. ``progress=None`` shows a bar only on a terminal. ``deadline``: the seconds a
+    task may take outside the sandbox's own limits before it is given up (serially: that task; on Dask:
+    the batch, at ``deadline`` per round of tasks on the workers), reported as a failure."""
     tasks = list(tasks)
     failures: dict[str, str] = {}
     bar = tqdm(total=len(tasks), desc="grading", unit="notebook", disable=(None if progress is None else not progress))
@@ -62,7 +92,9 @@ def run_tasks(tasks: Iterable[Task], on_result: Callable[[Result], None], serial
         if serial:
             for task in tasks:
                 try:
-                    on_result(run_task(task))
+                    on_result(_with_deadline(task, deadline))
+                except TimeoutError as error:
+                    failures[task.student] = str(error)
                 except Exception as error:  # noqa: BLE001 - one task's trouble must not stop the batch
                     failures[task.student] = _reason(error)
                 bar.update()
@@ -84,13 +116,21 @@ def run_tasks(tasks: Iterable[Task], on_result: Callable[[Result], None], serial
             futures = {client.submit(run_task, task, retries=RETRIES, pure=False,
                                      key=f"grade-{task.assignment}-{task.fingerprint[:16]}-{index}"): task
                        for index, task in enumerate(tasks)}
-            for future in as_completed(futures):
-                task = futures[future]
-                try:
-                    on_result(future.result())
-                except Exception as error:  # noqa: BLE001 - reported, and graded again next time
-                    failures[task.student] = _reason(error)
-                bar.update()
+            rounds = -(-len(tasks) // max(1, len(client.scheduler_info().get("workers", {})) or 1))
+            pending = set(futures)
+            try:
+                for future in as_completed(futures, timeout=None if deadline is None else deadline * (rounds + 1)):
+                    pending.discard(future)
+                    task = futures[future]
+                    try:
+                        on_result(future.result())
+                    except Exception as error:  # noqa: BLE001 - reported, and graded again next time
+                        failures[task.student] = _reason(error)
+                    bar.update()
+            except TimeoutError:  # the batch's deadline: what has no result yet is a failure, the rest recorded
+                for future in pending:
+                    failures[futures[future].student] = _stuck(deadline * (rounds + 1))
+                    future.cancel()
         finally:
             client.close()
             if cluster is not None:

@@ -667,6 +667,39 @@ def os_exit_late(ctx):
     submit(ctx, "os_exit_late", nb)
 
 
+@case("output_traps", FULL)
+def output_traps(ctx):
+    """traps where the grader once read probe output: a named pipe, a link to /dev/zero, JSON nested 100,000 deep
+    and a 100 MB sparse file, under every name a probe or the run's notebook could have, made by graded and
+    feedback runs alike; the grader reads no file the sandbox wrote without checking it, so nothing blocks"""
+    trap = textwrap.dedent("""\
+        import os
+
+        def _traps():
+            for folder in ("/grading/out", "/grading/work"):
+                for name in ("test_one_hot.json", "hidden_one_hot.json", "test_tfidf.json", "notebook.ipynb",
+                             "deep.json", "big.json"):
+                    path = os.path.join(folder, name)
+                    try:
+                        if os.path.lexists(path):
+                            os.remove(path)
+                        if name.startswith("test_one"):
+                            os.mkfifo(path)
+                        elif name.startswith("hidden"):
+                            os.symlink("/dev/zero", path)
+                        elif name == "deep.json":
+                            with open(path, "w") as f:
+                                f.write("[" * 100_000 + "]" * 100_000)
+                        else:
+                            with open(path, "wb") as f:
+                                f.truncate(100 * 2 ** 20)  # past what the grader reads, within the file size limit
+                    except OSError:
+                        pass
+        _made = _traps()  # an assignment: graded runs make the traps too
+        """)
+    submit(ctx, "output_traps", answered(ctx, one_hot=trap + "\n" + ctx.answers["one_hot"]))
+
+
 @case("kill_kernel", FULL, "kernel died")
 def kill_kernel(ctx):
     """the kernel kills itself (SIGKILL) in the last cell"""

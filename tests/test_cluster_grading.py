@@ -247,3 +247,27 @@ def test_the_fingerprint_changes_with_the_submission_and_the_options():
     for change in ({"notebook": "{ }"}, {"experiments": True}, {"sandboxed": False},
                    {"limits": {"cell_seconds": 2.0}}, {"course": "d" * 64}):
         assert Task(**dict(vars(base), **change)).fingerprint != base.fingerprint, change
+
+
+def test_a_task_stuck_outside_the_sandbox_becomes_a_failure_and_the_batch_goes_on(monkeypatch):
+    """The grader's own process hanging (not the sandbox, whose limits end every run in it): the task is given
+    up after its deadline, reported as a failure with the reason, and the next task is still graded."""
+    import threading
+
+    from course_tools import cluster
+
+    release = threading.Event()
+
+    def run_task(task):
+        if task.student == "stuck":
+            release.wait(60)  # e.g. blocked on a read that never ends
+        return Result(task.student, task.fingerprint, "{}")
+
+    monkeypatch.setattr(cluster, "run_task", run_task)
+    tasks = [Task(ASSIGNMENT, name, "{}", {"student": name}, False, True, {}, "c" * 64) for name in ("stuck", "next")]
+    got = []
+    started = time.time()
+    failures = cluster.run_tasks(tasks, lambda r: got.append(r.student), serial=True, progress=False, deadline=1.0)
+    release.set()
+    assert [r for r in got] == ["next"] and list(failures) == ["stuck"], (got, failures)
+    assert "no result after 1 s" in failures["stuck"] and time.time() - started < 30

@@ -6,6 +6,8 @@ Everything here runs in the test process: the probe's outcomes are produced by
 
 from __future__ import annotations
 
+import os
+
 import json
 
 import numpy as np
@@ -116,6 +118,44 @@ def test_missing_or_broken_results_fail_plainly(tmp_path):
     garbage = tmp_path / "r.json"
     garbage.write_bytes(b"\x00\xff not json")
     assert verdicts.read_results(garbage) is None
+
+
+def test_files_the_sandbox_wrote_are_read_as_untrusted_data(tmp_path):
+    """A named pipe (which would block a reader), a link to /dev/zero (endless), a file over the cap and
+    JSON nested 100,000 deep (which makes a decoder recurse) are each refused at once, not read."""
+    import json
+    import threading
+
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"cases": []}))
+    pipe = tmp_path / "pipe.json"
+    os.mkfifo(pipe)
+    endless = tmp_path / "zero.json"
+    endless.symlink_to("/dev/zero")
+    big = tmp_path / "big.json"
+    big.write_bytes(b" " * (verdicts.MAX_RESULT_BYTES + 1))
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    results = {}
+
+    def read_all():
+        for path in (good, pipe, endless, big, deep):
+            results[path.name] = verdicts.read_results(path)
+    reader = threading.Thread(target=read_all, daemon=True)
+    reader.start()
+    reader.join(timeout=30)
+    assert not reader.is_alive(), "reading what the sandbox wrote blocked the grader"
+    assert results == {"good.json": {"cases": []}, "pipe.json": None, "zero.json": None, "big.json": None,
+                       "deep.json": None}
+    assert verdicts.read_untrusted(endless, 10) is None and verdicts.read_untrusted(good, 100) == good.read_bytes()
+
+
+def test_the_runners_report_is_decoded_as_untrusted_data():
+    from course_tools.grading import read_report
+
+    assert read_report(b'{"cells": {}}') == {"cells": {}}
+    assert read_report(b"[" * 100_000 + b"]" * 100_000) == {}
+    assert read_report(b"\xff\xfe not json") == {} and read_report(b"[1, 2]") == {}
 
 
 def test_check_hidden_reads_the_key_of_the_assignment_it_runs_in(capsys):
