@@ -34,7 +34,11 @@ c.Autograde.autograde_preprocessors = [
     SandboxedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
     SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
 ]
-# Time limits per cell and per notebook, memory and processes: course_tools/sandbox.py (Limits).
+# Limits (course_tools/sandbox.py, Limits): time is measured as CPU time, which a busy machine does
+# not change (c.SandboxedExecute.cell_cpu_seconds = 120 per cell, notebook_cpu_seconds = 600 per
+# notebook); wall clock is only a generous outer bound (cell_seconds = 600, notebook_seconds = 1800),
+# and a submission that hits it while the machine is busy is graded again alone. Memory: each run's
+# memory cgroup (Limits.memory_total, 3 GiB, counting /tmp, /dev/shm and memfds), processes, files.
 # Feedback shows each hidden test's verdict (which names the case by its input shapes, never an
 # expected value) but not the hidden test's code.
 c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]

@@ -11,6 +11,12 @@
    up-to-date result in ``_grading/<assignment>/results`` (all of them with ``--regrade``) on a
    local Dask cluster, one worker per core (``--workers N``), on the cluster of ``--scheduler``, or
    in this process (``--serial``) (:mod:`course_tools.cluster`); each result is saved as it comes;
+   a submission whose computing code hit a wall-clock limit (:func:`course_tools.sandbox.computing`)
+   while the machine was busy (graded side by side with others, or with the load average at or
+   above the number of cores) is then graded again alone, in this
+   process with nothing else of the batch running, and that result replaces the first
+   (:func:`regrade_alone`): time limits are CPU time, wall clock only a generous outer bound, and a
+   busy machine must not cost a student points;
 4. runs the real ``nbgrader autograde <assignment> --force`` once on the staged submissions that
    have a result, whose execute step records the workers' outputs and verdicts
    (:mod:`course_tools.grading`): the gradebook has one writer; nbgrader's full log goes to
@@ -41,8 +47,10 @@ from . import tool_env
 from .cluster import ClusterUnavailable, run_tasks
 from .grading import grading_dir
 from .grading_tasks import Result, Task, course_fingerprint, load_result, save_result
-from .sandbox import Limits, unavailable
+from .sandbox import Limits, memory_unbounded, unavailable
 from .staging import save_record, stage
+
+ALONE_NOTE = "graded again alone after a wall-clock limit was hit while the machine was busy"
 
 
 def grade(assignment: str, course: Path | None = None, experiments: bool = True, sandboxed: bool = True,
@@ -60,6 +68,8 @@ def grade(assignment: str, course: Path | None = None, experiments: bool = True,
             print(f"grading refused: {reason}.\nTo grade without a sandbox (submissions then run with your "
                   f"rights and can read and change your files), add --unsandboxed.", file=sys.stderr)
             return 2
+        if (unbounded := memory_unbounded()) is not None:
+            print(f"WARNING: {unbounded}.", file=sys.stderr)
     else:
         print("WARNING: grading without a sandbox: every submission runs with your rights.", file=sys.stderr)
     started = time.time()
@@ -90,16 +100,23 @@ def grade(assignment: str, course: Path | None = None, experiments: bool = True,
     print(f"{assignment}: {len(folders)} submission(s); {len(kept)} unchanged since they were graded, "
           f"{len(todo)} to grade {where}", flush=True)
     fresh: dict[str, Result] = {}
+    cores = os.cpu_count() or 1
 
     def on_result(result: Result) -> None:
+        result.alone = serial and result.load < cores  # by itself, on a machine not busier than its cores
         save_result(result, results)
         fresh[result.student] = result
 
     try:
-        failures = run_tasks(todo, on_result, serial=serial, workers=workers, scheduler=scheduler, progress=progress)
+        failures = run_tasks(todo, on_result, serial=serial, workers=workers, scheduler=scheduler, progress=progress,
+                             deadline=task_deadline(limits))
     except ClusterUnavailable as error:
         print(f"grading stopped: {error}", file=sys.stderr)
         return 2
+    regraded = regrade_alone([t for t in tasks if t.student not in failures], {**kept, **fresh}, results)
+    fresh.update(regraded)
+    for student in regraded:
+        kept.pop(student, None)
     # one writer to the gradebook: nbgrader records every submission that has a result
     recorded = work / "recorded"
     for student in records:
@@ -116,7 +133,7 @@ def grade(assignment: str, course: Path | None = None, experiments: bool = True,
                                         cwd=course, stdout=out, stderr=subprocess.STDOUT, env=env).returncode
     recording = time.time() - recording
     attention = _report(records, _scores(course, assignment), failures, work)
-    print(_summary(fresh, kept, failures, time.time() - started, recording)
+    print(_summary(fresh, kept, failures, time.time() - started, recording, len(regraded))
           + f"; nbgrader's log: {log.relative_to(course)}")
     if returncode != 0:
         print(f"nbgrader autograde exited with status {returncode}; see {log}", file=sys.stderr)
@@ -153,14 +170,50 @@ def _configured_limits(course: Path) -> Limits:
         config = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
     except ConfigFileNotFound:
         config = None
-    executor = SandboxedExecute(config=config)
-    return Limits(cell_seconds=executor.cell_seconds, notebook_seconds=executor.notebook_seconds)
+    return SandboxedExecute(config=config).limits()
+
+
+def task_deadline(limits: dict) -> float:
+    """Seconds after which a grading task that has not come back is given up as stuck (outside the sandbox,
+    whose own limits end every run in it): the graded run and the feedback run at their wall-clock bounds,
+    with room for staging, the edition and the verdicts."""
+    return 2 * float(limits["notebook_seconds"]) + 300
+
+
+def regrade_alone(tasks: list[Task], results: dict[str, Result], folder: Path) -> dict[str, Result]:
+    """Grade again, one after another in this process, every task whose result hit a wall-clock limit while
+    the machine was busy (``wall_timeout`` and not ``alone``); each new result, with a note saying so,
+    replaces the first in ``folder``. Returns the new results by student. Called once the batch's parallel
+    tasks have ended, so nothing else of the batch runs beside them."""
+    again = [t for t in tasks if (r := results.get(t.student)) is not None and r.wall_timeout and not r.alone]
+    if not again:
+        return {}
+    print(f"{len(again)} submission(s) hit a wall-clock limit while the machine was busy: grading them again "
+          f"alone", flush=True)
+    done: dict[str, Result] = {}
+
+    def on_result(result: Result) -> None:
+        result.alone = True
+        result.notes = [ALONE_NOTE] + result.notes
+        save_result(result, folder)
+        done[result.student] = result
+
+    failures = run_tasks(again, on_result, serial=True, progress=False, deadline=task_deadline(again[0].limits))
+    for student, why in failures.items():  # the first grading stands, and says so
+        first = results[student]
+        first.alone = True
+        first.notes = [f"{ALONE_NOTE}, but that failed ({why}): the first grading stands"] + first.notes
+        save_result(first, folder)
+        done[student] = first
+    return done
 
 
 def _summary(fresh: dict[str, Result], kept: dict[str, Result], failures: dict[str, str], seconds: float,
-             recording: float) -> str:
+             recording: float, regraded: int = 0) -> str:
     """One paragraph for the instructor: what was graded, what failed, how long it took."""
     parts = [f"graded {len(fresh)} in {seconds:.0f} s (recorded by nbgrader in {recording:.1f} s)"]
+    if regraded:
+        parts.append(f"{regraded} graded again alone after a wall-clock limit on a busy machine")
     if fresh:
         times = sorted(fresh.values(), key=lambda r: -r.seconds)
         parts.append(f"{sum(r.seconds for r in times) / len(times):.1f} s per notebook on the workers")

@@ -56,7 +56,10 @@ class Task:
 
 @dataclass
 class Result:
-    """What a worker sends back: the graded notebook (outputs and verdicts), notes, time, where."""
+    """What a worker sends back: the graded notebook (outputs and verdicts), notes, time, where; whether a
+    wall-clock limit stopped something (``wall_timeout``), the machine's load average when it ended
+    (``load``), and whether it was graded alone (``alone``: by itself, on a machine not busier than its
+    cores), which the coordinator sets. Fields added later have defaults, so older result files still load."""
 
     student: str
     fingerprint: str
@@ -64,6 +67,9 @@ class Result:
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
     worker: str = ""
+    wall_timeout: bool = False
+    load: float = 0.0
+    alone: bool = False
 
 
 def course_fingerprint(assignment: str, root: Path = ROOT) -> str:
@@ -95,8 +101,9 @@ def run_task(task: Task) -> Result:
     notes = grade_notebook(nb, task.assignment, task.student, ROOT, task.experiments, task.sandboxed,
                            Limits(**task.limits), Staged(**task.record))
     nb.metadata.pop("grading_seconds", None)
+    wall = bool(nb.metadata.pop("grading_wall_timeout", False))
     return Result(task.student, task.fingerprint, nbformat.writes(nb), notes, round(time.time() - started, 2),
-                  f"{socket.gethostname()}:{os.getpid()}")
+                  f"{socket.gethostname()}:{os.getpid()}", wall_timeout=wall, load=round(os.getloadavg()[0], 2))
 
 
 def save_result(result: Result, folder: Path) -> None:

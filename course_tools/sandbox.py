@@ -68,7 +68,7 @@ class Limits:
     cell_cpu_seconds: float = 120.0  # CPU time one graded cell (or experiment cell) may use
     notebook_cpu_seconds: float = 600.0  # CPU time all of a notebook's cells may use together
     memory: int = 6 * 2 ** 30  # address space per process; torch maps much more than it uses
-    memory_total: int = 3 * 2 ** 30  # all the run holds (processes, /tmp, /dev/shm, memfds): its memory cgroup
+    memory_total: int = 3 * 2 ** 30  # all a run holds (processes, /tmp, /dev/shm, memfds): its memory cgroup; 0: none
     processes: int = 64
     open_files: int = 256
     file_size: int = 200 * 2 ** 20
