@@ -169,7 +169,10 @@ def grade_notebook(nb, assignment: str, student: str, course: Path, experiments:
         notes += plan_notes + _probe_notes(nb, key, report, graded, limits)
         if not experiments:
             notes += _feedback(nb, plan, rest.split(b"\n"), graded, limits)
-        wall = graded.timed_out or any(isinstance(c, dict) and c.get("wall_timeout") for c in cells.values())
+        # only the graded run decides points: a graded cell the wall clock stopped while it computed may have been
+        # slowed by a busy machine, and course_tools.batch grades the notebook again alone
+        wall = graded.timed_out or any(isinstance(c, dict) and c.get("wall_timeout") and sandbox.computing(
+            float(c.get("cpu", 0)), float(c.get("wall", 1))) for c in cells.values())
         if experiments:  # the whole notebook again, for its outputs and experiments (feedback, never grades)
             run_nb, origin = grading_notebook(nb, key, set())
             nbformat.write(run_nb, job / "in" / "notebook.ipynb")
@@ -231,7 +234,7 @@ def _feedback(nb, plan: dict, lines: list[bytes], graded: sandbox.RunResult, lim
 
 def _probe_notes(nb, key: dict, report: dict, graded: sandbox.RunResult, limits: sandbox.Limits) -> list[str]:
     """Notes on the graded run: cells stopped by a limit and forbidden calls."""
-    notes = []
+    notes = list(graded.notes)  # e.g. the memory limit's kill
     if not report:
         notes.append("the graded run produced no report" + (f" ({graded.stderr.strip()[-200:]})"
                                                            if graded.stderr.strip() else ""))
@@ -298,19 +301,12 @@ def _merge(nb, job: Path, origin, result: sandbox.RunResult, limits: sandbox.Lim
         if isinstance(stopped, dict) and stopped.get("cell") == position:
             label = target.metadata.get("nbgrader", {}).get("grade_id") or f"cell {index + 1}"
             notes.append(f"{str(stopped.get('why', 'the run stopped'))[:200]} in {label}: later cells did not run")
-    wall = result.timed_out
     for name, limit in (("timeouts", f"{limits.cell_seconds:.0f} s of wall clock"),
                         ("cpu_timeouts", f"{limits.cell_cpu_seconds:g} s of CPU time")):
         timeouts = status.get(name, []) if isinstance(status, dict) else []
         for position in sorted({p for p in timeouts if isinstance(p, int)} if isinstance(timeouts, list) else set()):
             if 0 <= position < len(origin) and origin[position] is not None:
                 notes.append(f"cell {origin[position] + 1} was stopped after {limit} (the limit per cell)")
-    timeouts, cpus = (status.get(k) if isinstance(status, dict) else None for k in ("timeouts", "timeout_cpu"))
-    if isinstance(timeouts, list) and isinstance(cpus, list):  # the cells the wall clock stopped while computing
-        wall |= any(not isinstance(c, (int, float)) or sandbox.computing(c, limits.cell_seconds)
-                    for c in cpus[:len(timeouts)])
-    if wall:  # a busy machine may have slowed what computed: course_tools.batch grades it again alone
-        nb.metadata["grading_wall_timeout"] = True
     if ran is None:
         notes.append("the notebook could not be run" + (f" ({result.stderr.strip()[-200:]})" if result.stderr.strip() else ""))
     return [n[:300] for n in notes[:MAX_NOTES]] + ([f"... and {len(notes) - MAX_NOTES} more"] if len(notes) > MAX_NOTES else [])
