@@ -68,18 +68,22 @@ def setup_sources(release_nb) -> list[str]:
     return sources
 
 
-def student_cells(nb, experiments: set[str]) -> tuple[list[dict], list[str]]:
-    """The definitions of the submission's answer cells and added code cells, in order, and notes on cells left out.
-
-    ``experiments``: the sources of the release's ungraded experiment cells, which are not the student's."""
-    cells, notes = [], []
+def _own_code_cells(nb, experiments: set[str]):
+    """``(index, cell, label)`` of the submission's answer cells and the code cells the student added, in order
+    (``experiments``: the sources of the release's ungraded experiment cells, which are not the student's)."""
     for index, cell in enumerate(nb.cells):
         meta = _nbgrader(cell)
         if cell.cell_type != "code" or meta.get("locked") or meta.get("grade") and not meta.get("solution"):
             continue
         if not meta.get("solution") and (not cell.source.strip() or cell.source.strip() in experiments):
             continue
-        label = meta.get("grade_id") if meta.get("solution") else f"cell {index + 1}"
+        yield index, cell, str(meta.get("grade_id") if meta.get("solution") else f"cell {index + 1}")
+
+
+def student_cells(nb, experiments: set[str]) -> tuple[list[dict], list[str]]:
+    """The definitions of the submission's answer cells and added code cells, in order, and notes on cells left out."""
+    cells, notes = [], []
+    for _index, cell, label in _own_code_cells(nb, experiments):
         try:
             source = definitions_only(cell.source)
         except SyntaxError as error:
@@ -87,7 +91,7 @@ def student_cells(nb, experiments: set[str]) -> tuple[list[dict], list[str]]:
         except (RecursionError, MemoryError, ValueError):
             notes.append(f"{label} could not be read (too deeply nested): left out of the graded runs")
             continue
-        cells.append({"label": str(label), "source": source})
+        cells.append({"label": label, "source": source})
     return cells, notes
 
 
@@ -116,18 +120,12 @@ def feedback_cells(nb, experiments: set[str]) -> list[dict]:
     from IPython.core.inputtransformer2 import TransformerManager
 
     cells = []
-    for index, cell in enumerate(nb.cells):
-        meta = _nbgrader(cell)
-        if cell.cell_type != "code" or meta.get("locked") or meta.get("grade") and not meta.get("solution"):
-            continue
-        if not meta.get("solution") and (not cell.source.strip() or cell.source.strip() in experiments):
-            continue
+    for index, cell, label in _own_code_cells(nb, experiments):
         try:
             source = TransformerManager().transform_cell(cell.source)
         except Exception:  # noqa: BLE001 - left as it is: running it says what is wrong
             source = cell.source
-        cells.append({"index": index, "label": str(meta.get("grade_id") if meta.get("solution") else f"cell {index + 1}"),
-                      "source": source})
+        cells.append({"index": index, "label": label, "source": source})
     return cells
 
 

@@ -138,6 +138,15 @@ def describe_call(name: str, args, kwargs) -> str:
     return f"{name}({', '.join(parts)})"
 
 
+def _unreadable(actual, what: str) -> str:
+    """The message for a result that is None or a value the probe could not turn into plain data."""
+    if actual is None:
+        if "grad" in what:
+            return f"{what} is None: the result is not connected to this input (.detach(), numpy or a new tensor?)"
+        return f"{what} is None (a missing return statement?)"
+    return f"{what} is {actual.what[:60]}, not a value that can be checked"
+
+
 def difference(actual, expected, rtol: float, atol: float, secret: bool, what: str = "the result") -> str | None:
     """How ``actual`` differs from ``expected`` (decoded values); ``None`` if it matches.
 
@@ -162,12 +171,8 @@ def difference(actual, expected, rtol: float, atol: float, secret: bool, what: s
             return f"{what} should be a dict with keys {sorted(map(str, expected))}"
         return next((d for k in expected if (d := difference(actual[k], expected[k], rtol, atol, secret,
                                                              f"{what}[{k!r}]"))), None)
-    if actual is None:
-        if "grad" in what:
-            return f"{what} is None: the result is not connected to this input (.detach(), numpy or a new tensor?)"
-        return f"{what} is None (a missing return statement?)"
-    if isinstance(actual, Unsupported):
-        return f"{what} is {actual.what[:60]}, not a value that can be checked"
+    if actual is None or isinstance(actual, Unsupported):
+        return _unreadable(actual, what)
     if sp.issparse(expected) != sp.issparse(actual):
         return f"{what} should be {'a scipy sparse matrix' if sp.issparse(expected) else 'a dense array'}, " \
                f"got {'a sparse matrix' if sp.issparse(actual) else _describe(actual)}"
@@ -224,12 +229,8 @@ def lenient_difference(actual, expected, rtol: float, atol: float, secret: bool,
         return None
     if expected is None:
         return None if actual is None else f"{what} should be None, got {_describe(actual)}"
-    if actual is None:
-        if "grad" in what:
-            return f"{what} is None: the result is not connected to this input (.detach(), numpy or a new tensor?)"
-        return f"{what} is None (a missing return statement?)"
-    if isinstance(actual, Unsupported):
-        return f"{what} is {actual.what[:60]}, not a value that can be checked"
+    if actual is None or isinstance(actual, Unsupported):
+        return _unreadable(actual, what)
     if isinstance(expected, dict):
         if not isinstance(actual, dict) or set(actual) != set(expected):
             return f"{what} should be a dict with keys {sorted(map(str, expected))}"

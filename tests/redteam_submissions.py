@@ -700,6 +700,32 @@ def output_traps(ctx):
     submit(ctx, "output_traps", answered(ctx, one_hot=trap + "\n" + ctx.answers["one_hot"]))
 
 
+@case("memory_hoard", FULL, "memory limit")
+def memory_hoard(ctx):
+    """memory held where no address-space limit sees it (/tmp and /dev/shm, tmpfs; 5 GiB of memfds of 190 MiB each) by a cell
+    of one's own: the sandbox's memory limit counts them all, so the classmates graded beside it keep their
+    memory; the graded cells, which run before, keep their points"""
+    nb = answered(ctx)
+    append(nb, textwrap.dedent("""\
+        import os
+        held = []
+        for folder in ("/tmp", "/dev/shm"):
+            try:
+                with open(os.path.join(folder, "hoard"), "wb") as f:
+                    for _ in range(800):
+                        f.write(b"x" * 2 ** 20)
+            except OSError as error:
+                print(folder, "full:", error)
+        for _ in range(27):  # each below the file size limit (200 MB), 5 GiB in all
+            fd = os.memfd_create("hoard")
+            for _ in range(190):
+                os.write(fd, b"x" * 2 ** 20)
+            held.append(fd)
+        print("held", len(held) * 190, "MiB of memfds")
+        """))
+    submit(ctx, "memory_hoard", nb)
+
+
 @case("kill_kernel", FULL, "kernel died")
 def kill_kernel(ctx):
     """the kernel kills itself (SIGKILL) in the last cell"""
