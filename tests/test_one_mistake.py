@@ -14,6 +14,7 @@ from __future__ import annotations
 import builtins
 import json
 import os
+import pickle
 import sys
 from pathlib import Path
 
@@ -93,7 +94,7 @@ def _notebook(release, answers: dict[str, str]):
 
 def _grade_variants(assignment: str, job: Path) -> dict[str, dict[str, bool]]:
     """``variant -> {grade_id: passed}`` for the reference answers ("none") and each planted mistake,
-    graded in a child of this process whose course_lib is the assignment's student edition."""
+    graded in two children of this process whose course_lib is the assignment's student edition."""
     release = nbformat.read(ROOT / "exercises" / assignment / f"{assignment}.ipynb", as_version=4)
     key = answer_keys.load(assignment, ROOT)
     answers = _answers(assignment)
@@ -109,40 +110,51 @@ def _grade_variants(assignment: str, job: Path) -> dict[str, dict[str, bool]]:
         plans[name], _ = probe_plan.write(folder, _notebook(release, chosen), release, key, assignment,
                                           sandbox.Limits(), False, experiment_sources(release))
     edition = str(edition_dir(assignment, ROOT))
+    names = sorted(plans)
+    halves = [names[0::2], names[1::2]]  # two children at a time: one per core
+    children = [_grade_in_child(edition, plans, key, half) for half in halves if half]
+    passed = {}
+    for pid, read in children:
+        chunks = []
+        while chunk := os.read(read, 1 << 16):
+            chunks.append(chunk)
+        os.close(read)
+        os.waitpid(pid, 0)
+        passed.update(json.loads(b"".join(chunks)))
+    return passed
+
+
+def _grade_in_child(edition: str, plans: dict, key: dict, names: list[str]) -> tuple[int, int]:
+    """Fork a child that grades the variants ``names``; return its pid and the pipe its verdicts come through.
+    The student edition and the setup's imports stay in the child."""
     read, write = os.pipe()
     pid = os.fork()
-    if pid == 0:  # the student edition and the setup's imports stay in this child
-        try:
-            os.close(read)
-            sys.path.insert(0, edition)
-            for module in [m for m in sys.modules if m == "course_lib" or m.startswith("course_lib.")]:
-                del sys.modules[module]
-            namespace = {"__builtins__": builtins, "__name__": "__main__"}
-            for source in plans["none"]["setup"]:
-                exec(compile(source, "<setup>", "exec"), namespace)  # noqa: S102
-            passed = {}
-            for name, plan in plans.items():
-                passed[name] = {}
-                for cell in plan["cells"]:
-                    with open(Path(plan["cases_dir"]) / f"{cell['grade_id']}.pkl", "rb") as f:
-                        import pickle
-
-                        cases = pickle.load(f)
-                    outcome, _ = probe_runner.run_cell(dict(namespace), plan, dict(cell, cpu_limit=60), cases)
-                    entry = key[cell["grade_id"]]
-                    passed[name][cell["grade_id"]] = judge(entry, outcome, secret=entry["kind"] == "hidden").passed
-            data = json.dumps(passed).encode()
-            while data:
-                data = data[os.write(write, data):]
-        finally:
-            os._exit(0)
-    os.close(write)
-    chunks = []
-    while chunk := os.read(read, 1 << 16):
-        chunks.append(chunk)
-    os.close(read)
-    os.waitpid(pid, 0)
-    return json.loads(b"".join(chunks))
+    if pid:
+        os.close(write)
+        return pid, read
+    try:
+        os.close(read)
+        sys.path.insert(0, edition)
+        for module in [m for m in sys.modules if m == "course_lib" or m.startswith("course_lib.")]:
+            del sys.modules[module]
+        namespace = {"__builtins__": builtins, "__name__": "__main__"}
+        for source in plans["none"]["setup"]:
+            exec(compile(source, "<setup>", "exec"), namespace)  # noqa: S102
+        passed = {}
+        for name in names:
+            plan = plans[name]
+            passed[name] = {}
+            for cell in plan["cells"]:
+                with open(Path(plan["cases_dir"]) / f"{cell['grade_id']}.pkl", "rb") as f:
+                    cases = pickle.load(f)
+                outcome, _ = probe_runner.run_cell(dict(namespace), plan, dict(cell, cpu_limit=60), cases)
+                entry = key[cell["grade_id"]]
+                passed[name][cell["grade_id"]] = judge(entry, outcome, secret=entry["kind"] == "hidden").passed
+        data = json.dumps(passed).encode()
+        while data:
+            data = data[os.write(write, data):]
+    finally:
+        os._exit(0)
 
 
 @pytest.mark.slow
