@@ -10,8 +10,9 @@ are everything the probe runner gets:
   *definitions only* (:func:`definitions_only`): imports, ``def``, ``class`` and
   assignments. A test cell needs the functions, not the student's experiments or prints,
   and every graded cell runs them again in its own process;
-- ``cells``: per graded test cell, the function it tests, the library names it forbids and
-  the scaffolds that stand in for the other exercises that function calls
+- ``cells``: per graded test cell, the function it tests, the library names it forbids,
+  the scaffolds that stand in for the other exercises that function calls and the course's
+  own implementations of the function itself, which may not be its answer
   (:mod:`course_tools.scaffolds`);
 - the limits: CPU seconds per cell and per notebook, wall-clock seconds per cell.
 
@@ -146,7 +147,8 @@ def write(job: Path, nb, release_nb, key: dict, assignment: str, limits, sandbox
         with open(cases_dir / f"{grade_id}.pkl", "wb") as f:
             cloudpickle.dump(answer_keys.probe_inputs(entry), f, protocol=4)  # lambdas of visible tests by value
         cells.append({"grade_id": grade_id, "function": entry["function"], "forbidden": entry.get("forbidden", []),
-                      "scaffolds": scaffolds.for_function(assignment, entry["function"])})
+                      "scaffolds": scaffolds.for_function(assignment, entry["function"]),
+                      "stand_ins": list(scaffolds.stand_ins(assignment, entry["function"]))})
     plan = {"setup": setup_sources(release_nb), "student": student, "cells": cells, "sandboxed": sandboxed,
             "feedback": feedback_cells(nb, experiments) if feedback else [],
             "cases_dir": "/grading/in/cases" if sandboxed else str(cases_dir),

@@ -11,13 +11,17 @@ rewritten). So:
    trace it or read its memory). No code of the submission ever runs in it.
 2. For each graded test cell it forks a *child*, which first drops every file descriptor
    it inherited (the parent's output among them), limits its CPU time, installs the call
-   recorder and makes the forbidden library functions unusable (:func:`forbid.forbid`),
-   and only then runs the submission's answer cells and the cells the student added
+   recorder, makes the forbidden library functions and the course's own stand-ins for the
+   tested function unusable (found once here, :func:`forbid.prepare`, and applied in the
+   child), forbids itself to start any process or program (:func:`forbid.no_other_programs`:
+   a fresh interpreter would have no sentinels, and the child's CPU time is then all the
+   cell's), and only then runs the submission's answer cells and the cells the student added
    (definitions only: see :func:`course_tools.grading.student_cells`), puts the course's
    scaffolds in place of the other exercises the tested function calls, runs the cases
-   and sends the outcomes to the parent through a pipe. It is thrown away afterwards,
-   with every process it left behind.
-3. The parent reads at most :data:`MAX_CELL_BYTES` per cell, bounds each child by wall
+   and sends the outcomes to the parent through a pipe. It is thrown away afterwards.
+3. The parent reads at most :data:`MAX_CELL_BYTES` (and :data:`MAX_CELL_VALUES` values) per cell and
+   keeps the whole report within :data:`MAX_REPORT_BYTES`, since the grader decodes it outside any
+   sandbox; it bounds each child by wall
    clock too (a generous outer bound) and the whole notebook by the CPU time of its
    children, and finally writes one JSON document to its standard output, which only
    the grader outside the sandbox reads. Nothing here decides a verdict.
@@ -47,6 +51,14 @@ except ImportError:
 
 MAX_CELL_BYTES = 60_000_000
 """The most a child may send for one test cell; more counts as no result."""
+MAX_CELL_VALUES = 250_000
+"""The most JSON values (about: its commas and brackets) a child may send for one test cell. The grader decodes
+the report outside any sandbox, where a megabyte of ``[],[],...`` would take 25 (the course's own cells send
+a few thousand values)."""
+MAX_REPORT_BYTES = 100_000_000
+MAX_REPORT_VALUES = 1_000_000
+"""The whole report's bounds (the largest the course's answers make: 10 MB, 20,000 values): past them a cell's
+outcome is replaced by a note, so that what the grader decodes stays within some hundred megabytes."""
 MAX_CALL_BYTES = 65_536
 MAX_FEEDBACK_TEXT = 20_000
 """Characters of output and error message kept per feedback cell."""
@@ -71,12 +83,26 @@ def _scaffold(reference: str):
     return value() if name.endswith("()") else value
 
 
-def _run_cell(namespace: dict, plan: dict, cell: dict, cases: list, result_fd: int, calls_fd: int) -> None:
+_PREPARED: dict = {}
+
+
+def _prepared(cell: dict) -> forbid.Prepared:
+    """What the cell's forbidden names and stand-ins stand for (:func:`forbid.prepare`), found once per set of
+    names here in the parent, before the fork (the modules loaded are the same for every cell)."""
+    key = (tuple(sorted(cell["forbidden"])), tuple(cell.get("stand_ins", ())), len(sys.modules))
+    if key not in _PREPARED:
+        _PREPARED[key] = forbid.prepare(cell["forbidden"], stand_ins=cell.get("stand_ins", ()))
+    return _PREPARED[key]
+
+
+def _run_cell(namespace: dict, plan: dict, cell: dict, cases: list, result_fd: int, calls_fd: int,
+              prepared: forbid.Prepared) -> None:
     """In the child: everything of the submission that this cell needs, then its cases; the outcome to ``result_fd``."""
     cpu = max(1, math.ceil(cell["cpu_limit"]))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))  # SIGXCPU, then SIGKILL a second later
     recorder = probe.install(cell["forbidden"])
-    forbid.forbid(cell["forbidden"], calls_fd)
+    prepared.apply(calls_fd, armed=lambda: recorder.armed)  # reports only what a test case calls
+    forbid.no_other_programs()  # threads only: a program started from here would run without the sentinels
     errors = []
     for student in plan["student"]:
         try:
@@ -107,6 +133,11 @@ def _run_cell(namespace: dict, plan: dict, cell: dict, cases: list, result_fd: i
     view = memoryview(data)
     while view:
         view = view[os.write(result_fd, view[:1 << 20]):]
+
+
+def _values(data: bytes) -> int:
+    """About how many JSON values ``data`` holds (its commas and opening brackets), counted before decoding it."""
+    return data.count(b",") + data.count(b"[") + data.count(b"{")
 
 
 def _read_until_exit(pid: int, fds: dict, deadline: float):
@@ -149,22 +180,23 @@ def _drop_descriptors(*kept: int) -> None:
     sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115
 
 
-def _child(namespace, plan, cell, cases, result_w, calls_w) -> None:
+def _child(namespace, plan, cell, cases, result_w, calls_w, prepared) -> None:
     try:
         _drop_descriptors(result_w, calls_w)
-        _run_cell(namespace, plan, cell, cases, result_w, calls_w)
+        _run_cell(namespace, plan, cell, cases, result_w, calls_w, prepared)
     finally:
         os._exit(0)
 
 
 def run_cell(namespace: dict, plan: dict, cell: dict, cases: list) -> tuple[dict, float]:
     """Fork a child for one test cell; return what it sent (or why there is nothing) and the CPU seconds it used."""
+    prepared = _prepared(cell)
     result_r, result_w = os.pipe()
     calls_r, calls_w = os.pipe()
     started = time.monotonic()
     pid = os.fork()
     if pid == 0:
-        _child(namespace, plan, cell, cases, result_w, calls_w)
+        _child(namespace, plan, cell, cases, result_w, calls_w, prepared)
     os.close(result_w)
     os.close(calls_w)
     buffers = {result_r: [bytearray(), MAX_CELL_BYTES], calls_r: [bytearray(), MAX_CALL_BYTES]}
@@ -192,7 +224,7 @@ def run_cell(namespace: dict, plan: dict, cell: dict, cases: list) -> tuple[dict
     if os.WIFSIGNALED(status) and os.WTERMSIG(status) in (signal.SIGXCPU, signal.SIGKILL) and cpu >= cell["cpu_limit"] - 0.5:
         return {"stopped": f"stopped after {cpu:.0f} s of CPU time", "cpu_timeout": True, "forbidden": forbidden,
                 **seconds}, cpu
-    if len(data) > MAX_CELL_BYTES:
+    if len(data) > MAX_CELL_BYTES or _values(data) > MAX_CELL_VALUES:
         return {"stopped": "sent more than the grader reads", "forbidden": forbidden, **seconds}, cpu
     try:
         outcome = json.loads(data)
@@ -324,6 +356,7 @@ def run(plan: dict, namespace: dict) -> dict:
         except Exception as error:  # noqa: BLE001
             report["setup_errors"].append(f"{type(error).__name__}: {str(error)[:200]}")
     cpu_used, budget = 0.0, plan["limits"]["notebook_cpu_seconds"]
+    room = [MAX_REPORT_BYTES, MAX_REPORT_VALUES]  # what is left of the report's bounds
     for cell in plan["cells"]:
         left = budget - cpu_used
         if left < 1:
@@ -333,8 +366,15 @@ def run(plan: dict, namespace: dict) -> dict:
         with open(os.path.join(plan["cases_dir"], f"{cell['grade_id']}.pkl"), "rb") as f:
             cases = pickle.load(f)  # written by the grader: inputs only
         cell = dict(cell, cpu_limit=min(left, plan["limits"]["cell_cpu_seconds"]))
-        report["cells"][cell["grade_id"]], cpu = run_cell(namespace, plan, cell, cases)
+        outcome, cpu = run_cell(namespace, plan, cell, cases)
         cpu_used += cpu
+        data = json.dumps(outcome, allow_nan=True).encode()
+        if len(data) <= room[0] and _values(data) <= room[1]:
+            room = [room[0] - len(data), room[1] - _values(data)]
+        else:  # the cell's own verdict needs no more than this note
+            outcome = {"stopped": "its results would make the report larger than the grader reads",
+                       "forbidden": outcome.get("forbidden", []), "cpu": outcome.get("cpu"), "wall": outcome.get("wall")}
+        report["cells"][cell["grade_id"]] = outcome
     return report
 
 

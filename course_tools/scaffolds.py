@@ -28,6 +28,13 @@ SCAFFOLDS = {
     "transformer.scaled_attention.scaled_dot_product_attention": "course_lib.testing:PlainScaledAttention()",
 }
 """Exercise key -> ``"module:attribute"`` of its scaffold (``()`` at the end: an instance of that class)."""
+STAND_INS = {
+    "gpt.causal_attention.causal_self_attention": ("course_lib.testing:PlainCausalAttention",),
+    "gpt.beam.beam_search": ("course_lib.attention.decoding:beam_search",),
+    "bert.self_attention.bert_self_attention": ("course_lib.transformer.scaled_attention:scaled_dot_product_attention",),
+}
+"""Exercise key -> other course_lib code that computes it on its own: a test double, or an earlier exercise's
+answer (revealed in this edition) whose name the exercise's visible test forbids."""
 
 
 @functools.lru_cache(maxsize=None)
@@ -47,3 +54,12 @@ def dependencies(assignment: str, root: Path = ROOT) -> dict[str, dict[str, str]
 def for_function(assignment: str, function: str, root: Path = ROOT) -> dict[str, str]:
     """``name in the notebook -> scaffold reference`` for the exercises ``function`` calls (KeyError if one has none)."""
     return {name: SCAFFOLDS[key] for name, key in dependencies(assignment, root).get(function, {}).items()}
+
+
+@functools.lru_cache(maxsize=None)
+def stand_ins(assignment: str, function: str, root: Path = ROOT) -> tuple[str, ...]:
+    """The course's own implementations of ``function`` (its scaffold, :data:`STAND_INS`), which the graded run
+    makes unusable while ``function`` is graded (:mod:`course_tools.forbid`): they grade other functions, or
+    were another exercise, and are no answer to this one."""
+    keys = [key for key, owner in owners(root).items() if owner == assignment and key.rsplit(".", 1)[-1] == function]
+    return tuple(ref for key in keys for ref in ((SCAFFOLDS[key],) if key in SCAFFOLDS else ()) + STAND_INS.get(key, ()))

@@ -104,6 +104,52 @@ CHEATS = {
         def lstm_cell(x, state, weight_ih, weight_hh, bias_ih, bias_hh):
             return torch.lstm_cell(x, state, weight_ih, weight_hh, bias_ih, bias_hh)
         """,
+    # the oneDNN kernel behind nn.LSTM, under a name that does not say "lstm" (float32 passes a rtol of 1e-5)
+    "kernel_renamed": """
+        def lstm_cell(x, state, weight_ih, weight_hh, bias_ih, bias_hh):
+            h, c = state
+            f = lambda t: t.float()
+            out = torch.mkldnn_rnn_layer(f(x)[None], f(weight_ih), f(weight_hh), f(bias_ih), f(bias_hh), f(h)[None],
+                                         f(c)[None], False, [], 2, h.shape[1], 1, True, False, False, False)
+            return out[0][0].to(x.dtype), out[2][0].to(x.dtype)
+        """,
+    # another interpreter, started in the answer cell, computes the cell and its gradients with the library
+    "another_program": """
+        import pickle, subprocess, sys
+
+        _WORKER = "\\n".join([
+            "import pickle, sys, torch",
+            "while True:",
+            "    try:",
+            "        args, grads = pickle.load(sys.stdin.buffer)",
+            "    except EOFError:",
+            "        break",
+            "    args = [a.detach().requires_grad_() for a in args]",
+            "    h, c = torch.lstm_cell(args[0], (args[1], args[2]), *args[3:])",
+            "    out = (h.detach(), c.detach()) if grads is None else torch.autograd.grad((h, c), args, grads)",
+            "    pickle.dump(out, sys.stdout.buffer)",
+            "    sys.stdout.buffer.flush()",
+        ])
+        _worker = subprocess.Popen([sys.executable, "-c", _WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+        def _ask(args, grads=None):
+            pickle.dump((args, grads), _worker.stdin)
+            _worker.stdin.flush()
+            return pickle.load(_worker.stdout)
+
+        class _LibraryCell(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, *args):
+                ctx.save_for_backward(*args)
+                return _ask(list(args))
+
+            @staticmethod
+            def backward(ctx, grad_h, grad_c):
+                return _ask(list(ctx.saved_tensors), (grad_h, grad_c))
+
+        def lstm_cell(x, state, weight_ih, weight_hh, bias_ih, bias_hh):
+            return _LibraryCell.apply(x, state[0], state[1], weight_ih, weight_hh, bias_ih, bias_hh)
+        """,
     # the dispatcher registrations undone: every Library object and finaliser the cheat can find is destroyed
     "dispatcher_reset": """
         import gc, weakref
