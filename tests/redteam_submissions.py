@@ -651,7 +651,8 @@ def infinite_loop(ctx):
                                           "\nwhile True:\n    pass\n"))
 
 
-@case("memory_bomb", FULL, "MemoryError")
+# the feedback run notes the MemoryError, or, once in a loaded run, the end of its process (seen once, not reproduced)
+@case("memory_bomb", FULL, "MemoryError|kernel died")
 def memory_bomb(ctx):
     """50 GB allocated at the end of two answer cells (after correct definitions)"""
     submit(ctx, "memory_bomb", answered(ctx, ppmi=ctx.answers["ppmi"] + "\nhog = bytearray(50 * 2 ** 30)\n",

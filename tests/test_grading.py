@@ -390,24 +390,44 @@ MISTAKES = {
 }
 
 
-@pytest.fixture(scope="module", params=LATER)
-def later_course(request, tmp_path_factory, root):
+@pytest.fixture(scope="module")
+def later_courses(tmp_path_factory, root):
+    """``assignment -> (course, grading run)``: each later assignment released in a scratch course with a full,
+    a blank and a one-mistake submission, graded in its own student edition (earlier answers revealed). The
+    seven courses are graded on first use, two at a time, each in one process (``--serial``)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    courses = {}
+
+    def grade_one(assignment):
+        course = tmp_path_factory.mktemp(assignment)
+        shutil.copy(root / "nbgrader_config.py", course)
+        shutil.copytree(root / "solutions", course / "solutions")
+        shutil.copytree(root / "answer_keys", course / "answer_keys")
+        run(["-m", "nbgrader", "generate_assignment", assignment], cwd=course)
+        _submit(course, "full", _answers(root, assignment), assignment=assignment)
+        _submit(course, "blank", {}, assignment=assignment)
+        name, right, wrong = MISTAKES[assignment]
+        answers = _answers(root, assignment)
+        assert right in answers[name]
+        _submit(course, "one_mistake", dict(answers, **{name: answers[name].replace(right, wrong)}),
+                assignment=assignment)
+        return course, run(["-m", "course_tools", "grade", assignment, "--no-experiments", "--serial"], cwd=course)
+
+    def graded(assignment):
+        if not courses:
+            with ThreadPoolExecutor(2) as pool:
+                courses.update(zip(LATER, pool.map(grade_one, LATER)))
+        return courses[assignment]
+
+    return graded
+
+
+@pytest.fixture(params=LATER)
+def later_course(request, later_courses):
     """A later assignment, graded in its own student edition (earlier answers revealed)."""
-    assignment = request.param
-    course = tmp_path_factory.mktemp(assignment)
-    shutil.copy(root / "nbgrader_config.py", course)
-    shutil.copytree(root / "solutions", course / "solutions")
-    shutil.copytree(root / "answer_keys", course / "answer_keys")
-    run(["-m", "nbgrader", "generate_assignment", assignment], cwd=course)
-    _submit(course, "full", _answers(root, assignment), assignment=assignment)
-    _submit(course, "blank", {}, assignment=assignment)
-    name, right, wrong = MISTAKES[assignment]
-    answers = _answers(root, assignment)
-    assert right in answers[name]
-    _submit(course, "one_mistake", dict(answers, **{name: answers[name].replace(right, wrong)}),
-            assignment=assignment)
-    graded = run(["-m", "course_tools", "grade", assignment, "--no-experiments"], cwd=course)
-    return assignment, course, graded
+    course, graded = later_courses(request.param)
+    return request.param, course, graded
 
 
 def test_later_assignment_grades_full_marks_and_zero(later_course, root):
