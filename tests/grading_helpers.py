@@ -43,3 +43,18 @@ def scratch_course(course: Path, root: Path, assignment: str, env: dict | None =
     subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", assignment, "--force"], cwd=course,
                    check=True, capture_output=True, env=env)
     return course
+
+
+def edition_namespace(edition: str, setup: list[str]) -> dict:
+    """In a forked child: make ``edition`` (a student edition's folder) this process's course_lib and run the
+    release's ``setup`` cells in a fresh namespace, as the probe runner's parent does; return the namespace."""
+    import builtins
+    import sys
+
+    sys.path.insert(0, edition)
+    for module in [m for m in sys.modules if m == "course_lib" or m.startswith("course_lib.")]:
+        del sys.modules[module]
+    namespace = {"__builtins__": builtins, "__name__": "__main__"}
+    for source in setup:
+        exec(compile(source, "<setup>", "exec"), namespace)  # noqa: S102 - the release's own locked cells
+    return namespace

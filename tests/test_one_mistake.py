@@ -11,16 +11,15 @@ take seconds. Verdicts are the grader's: :func:`course_tools.verdicts.judge` on 
 
 from __future__ import annotations
 
-import builtins
 import json
 import os
 import pickle
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 
+from grading_helpers import edition_namespace
 from course_tools import answer_keys, exercises, probe_plan, probe_runner, sandbox
 from course_tools.grading import edition_dir, experiment_sources
 from course_tools.verdicts import judge
@@ -134,12 +133,7 @@ def _grade_in_child(edition: str, plans: dict, key: dict, names: list[str]) -> t
         return pid, read
     try:
         os.close(read)
-        sys.path.insert(0, edition)
-        for module in [m for m in sys.modules if m == "course_lib" or m.startswith("course_lib.")]:
-            del sys.modules[module]
-        namespace = {"__builtins__": builtins, "__name__": "__main__"}
-        for source in plans["none"]["setup"]:
-            exec(compile(source, "<setup>", "exec"), namespace)  # noqa: S102
+        namespace = edition_namespace(edition, plans["none"]["setup"])
         passed = {}
         for name in names:
             plan = plans[name]

@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 import torch
 
+from grading_helpers import edition_namespace
 from course_tools import forbid, probe_runner
 
 LSTM_NAMES = {"lstm_cell", "LSTMCell", "LSTM", "lstm"}
@@ -402,12 +403,7 @@ def _graded_with_keys(assignment: str, variants: dict[str, tuple[str, str]], tmp
     if pid == 0:  # the student edition and the setup's imports stay in this child
         try:
             os.close(read)
-            sys.path.insert(0, edition)
-            for module in [m for m in sys.modules if m == "course_lib" or m.startswith("course_lib.")]:
-                del sys.modules[module]
-            namespace = {"__builtins__": builtins, "__name__": "__main__"}
-            for source in next(iter(plans.values()))["setup"]:
-                exec(compile(source, "<setup>", "exec"), namespace)  # noqa: S102
+            namespace = edition_namespace(edition, next(iter(plans.values()))["setup"])
             passed = {}
             for name, plan in plans.items():
                 passed[name] = {}
