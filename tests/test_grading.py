@@ -222,15 +222,25 @@ def test_grading_the_same_batch_twice_gives_the_same_gradebook(course):
     assert sorted((p.relative_to(course), p.stat().st_size) for p in (course / "submitted").rglob("*")) == submitted
 
 
+def _on_first_use_two_at_a_time(assignments: list[str], grade_one):
+    """``assignment -> grade_one(assignment)``, all of them computed on the first call, two at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    done = {}
+
+    def get(assignment):
+        if not done:
+            with ThreadPoolExecutor(2) as pool:
+                done.update(zip(assignments, pool.map(grade_one, assignments)))
+        return done[assignment]
+    return get
+
+
 @pytest.fixture(scope="module")
 def graded_with_experiments(tmp_path_factory, root):
     """``grade(assignment) -> (grading run, autograded notebook)``: a full-marks submission of each assignment
     graded with its experiments (the default). The eight courses are graded on the first call, two at a
     time (each grades one notebook, in its own process: ``--serial``), however many tests read them."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    runs = {}
-
     def grade_one(assignment):
         course = scratch_course(tmp_path_factory.mktemp(f"experiments_{assignment}"), root, assignment, env=tool_env())
         _submit(course, "full", _answers(root, assignment), assignment=assignment)
@@ -238,13 +248,7 @@ def graded_with_experiments(tmp_path_factory, root):
         autograded = course / "autograded" / "full" / assignment / f"{assignment}.ipynb"
         return graded, nbformat.read(autograded, as_version=4)
 
-    def grade(assignment):
-        if not runs:
-            with ThreadPoolExecutor(2) as pool:
-                runs.update(zip(EXPERIMENTS, pool.map(grade_one, EXPERIMENTS)))
-        return runs[assignment]
-
-    return grade
+    return _on_first_use_two_at_a_time(EXPERIMENTS, grade_one)
 
 
 EXPERIMENTS = [ASSIGNMENT, "ps02_word2vec", "ps03_rnn", "ps04_lstm", "ps05_attention", "ps06_transformer", "ps07_gpt",
@@ -395,10 +399,6 @@ def later_courses(tmp_path_factory, root):
     """``assignment -> (course, grading run)``: each later assignment released in a scratch course with a full,
     a blank and a one-mistake submission, graded in its own student edition (earlier answers revealed). The
     seven courses are graded on first use, two at a time, each in one process (``--serial``)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    courses = {}
-
     def grade_one(assignment):
         course = tmp_path_factory.mktemp(assignment)
         shutil.copy(root / "nbgrader_config.py", course)
@@ -414,13 +414,7 @@ def later_courses(tmp_path_factory, root):
                 assignment=assignment)
         return course, run(["-m", "course_tools", "grade", assignment, "--no-experiments", "--serial"], cwd=course)
 
-    def graded(assignment):
-        if not courses:
-            with ThreadPoolExecutor(2) as pool:
-                courses.update(zip(LATER, pool.map(grade_one, LATER)))
-        return courses[assignment]
-
-    return graded
+    return _on_first_use_two_at_a_time(LATER, grade_one)
 
 
 @pytest.fixture(params=LATER)
