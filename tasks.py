@@ -19,6 +19,8 @@ For maintainers and instructors (see README.md):
     python3 tasks.py grade A   stage all submissions of assignment A, grade each in a sandbox, report
                                [--no-experiments: graded cells only] [--unsandboxed: no isolation]
     python3 tasks.py chapter F execute one chapter alone (no book build); figures go to _build/chapter/
+    python3 tasks.py measure A run problem set A's experiment with the reference answers over 5 seeds
+                               [--seeds N]; write answer_keys/A.results.json, whose results sync states
 """
 
 from __future__ import annotations
@@ -38,11 +40,15 @@ PYTHON = BIN / "python"
 STAMP = VENV / ".course-installed"
 
 
-def _run(*cmd, **kwargs) -> None:
-    print("+", " ".join(str(c) for c in cmd), flush=True)
-    env = dict(os.environ, PATH=os.pathsep.join([str(BIN), os.environ.get("PATH", "")]))
+def _env(**extra) -> dict[str, str]:
+    env = dict(os.environ, PATH=os.pathsep.join([str(BIN), os.environ.get("PATH", "")]), **extra)
     env.pop("PYTHONPATH", None)
-    subprocess.run([str(c) for c in cmd], cwd=ROOT, check=True, env=env, **kwargs)
+    return env
+
+
+def _run(*cmd, env_extra: dict | None = None, **kwargs) -> None:
+    print("+", " ".join(str(c) for c in cmd), flush=True)
+    subprocess.run([str(c) for c in cmd], cwd=ROOT, check=True, env=_env(**(env_extra or {})), **kwargs)
 
 
 def _base_python() -> str:
@@ -74,7 +80,8 @@ def setup() -> None:
 
 def _library_fingerprint() -> str:
     digest = hashlib.sha256()
-    for path in sorted((ROOT / "course_lib").rglob("*.py")):
+    # the students' requirements too: the self-study book executes in the environment they make
+    for path in sorted((ROOT / "course_lib").rglob("*.py")) + [ROOT / "requirements-student.txt"]:
         digest.update(path.relative_to(ROOT).as_posix().encode() + path.read_bytes())
     return digest.hexdigest()
 
@@ -99,7 +106,16 @@ def build_book(calendar_args: list[str]) -> None:
         shutil.rmtree(cache, ignore_errors=True)
     public = ROOT / "_build" / "public"
     _run(PYTHON, "-m", "course_tools", "public", "--out", public, *calendar_args)
-    _run(PYTHON, "-m", "course_tools.book_execution", public)  # in ROOT too: the cache path is relative to it
+    # Everything revealed (self-study): the chapters execute in the students' environment, made from the
+    # pages' install lines (course_tools/student_env.py); the stdout is its kernel folder, or empty.
+    print("+ python -m course_tools.student_env", public, flush=True)
+    kernels = subprocess.run([str(PYTHON), "-m", "course_tools.student_env", str(public)], cwd=ROOT, check=True,
+                             stdout=subprocess.PIPE, text=True, env=_env()).stdout.strip()
+    execution = {"JUPYTER_PATH": os.pathsep.join([kernels, os.environ.get("JUPYTER_PATH", "")])} if kernels else {}
+    _run(PYTHON, "-m", "course_tools.book_execution", public,  # in ROOT too: the cache path is relative to it
+         env_extra=execution)
+    # the chapter notebooks again, now with the numbers the executed chapters glued (the download button's file)
+    _run(PYTHON, "-m", "course_tools.chapter_notebooks", public)
     shutil.rmtree(ROOT / "_build" / "html", ignore_errors=True)
     # --path-output: the HTML goes to _build/html; the cache path in _config.yml is relative to ROOT (the cwd)
     _run(BIN / "jupyter-book", "build", public, "--path-output", ROOT, "--all", "--builder", "html",
@@ -121,7 +137,7 @@ def main(argv: list[str]) -> int:
             build_book(rest)
         elif command == "test":
             _run(PYTHON, "-m", "pytest", *rest)
-        elif command in ("sync", "release", "check", "edition", "public", "grade", "leaks", "chapter"):
+        elif command in ("sync", "release", "check", "edition", "public", "grade", "leaks", "chapter", "measure"):
             _run(PYTHON, "-m", "course_tools", command, *rest)
         else:
             print(f"unknown command {command!r}\n{__doc__}", file=sys.stderr)

@@ -13,6 +13,9 @@
   :mod:`course_tools.sandbox_runner`), probes in the kernel (:mod:`course_tools.probe`), verdicts
   outside it (:mod:`course_tools.verdicts`).
 - :mod:`course_tools.leaks`: finds solution text where students can read it.
+- :mod:`course_tools.measure`, :mod:`course_tools.stated_results`: run each problem set's experiment with the
+  reference answers over seeds (``tasks.py measure``); the results and intervals its page states, written by sync.
+- :mod:`course_tools.scoring`: the self-study page's scoring table, written by sync from the nbgrader points.
 - :mod:`course_tools.book_execution`: executes the book's chapters two at a time into the execution cache before ``jupyter-book build``.
 """
 

@@ -7,7 +7,10 @@ Selenium is told where they are, so it never fetches a driver of its own.
 - :func:`ensure_chromium` finds (or installs) the browser, or says why it cannot;
 - :func:`serve` serves a folder over HTTP on 127.0.0.1, as a reader's browser would get it;
 - :func:`open_browser` starts the browser at a given window width;
-- :data:`MEASURE_PAGE` is the script that measures a loaded page.
+- :data:`MEASURE_PAGE` is the script that measures a loaded page;
+- :data:`MEASURE_READING` measures what a reader reads: how wide each display equation is and
+  whether its start can be seen, the size of each figure's smallest label and its full-size link,
+  where long names break, and the figure numbers of captions and cross-references.
 """
 
 from __future__ import annotations
@@ -148,3 +151,87 @@ return out;
 """Measures a typeset page: display equations, how many were typeset and which are clipped,
 images that do not load or lack alt text or a caption, and the page's width against the viewport
 (with the elements that stick out when it is wider)."""
+
+
+MEASURE_READING = r"""
+const out = {equations: 0, tooWide: [], startHidden: [], figures: [], names: 0, wrappedNames: 0, midWord: [],
+             captions: [], numrefs: []};
+// Display equations: wider than the text column (the block it sits in), and whether its first
+// symbol can be seen with the block scrolled to its start.
+for (const m of document.querySelectorAll('article div.math')) {
+  const root = m.querySelector('mjx-container'), math = root && root.querySelector('mjx-math');
+  if (!math) continue;
+  out.equations += 1;
+  root.scrollLeft = 0;
+  const r = math.getBoundingClientRect(), label = m.textContent.trim().slice(0, 40);
+  if (r.width > m.clientWidth + 1) out.tooWide.push(label + ' (' + Math.round(r.width) + ' > ' + m.clientWidth + ' px)');
+  const left = Math.max(root.getBoundingClientRect().left, m.getBoundingClientRect().left, 0);
+  if (r.left < left - 1) out.startHidden.push(label + ' (' + Math.round(left - r.left) + ' px out of reach)');
+}
+// Figures: the size, in CSS px, of the smallest text the SVG draws (its font size in viewBox units
+// times the shown width over the viewBox width), read from the file the image links to.
+for (const img of document.querySelectorAll('article figure img')) {
+  const link = img.closest('a'), shown = img.getBoundingClientRect().width;
+  const fig = {src: img.getAttribute('src').split('/').pop().slice(0, 16), shown: Math.round(shown),
+               link: link ? link.href : null, linkIsImage: !!link && link.href === img.currentSrc,
+               linkStatus: null, labelPx: null};
+  if (link) {
+    const request = new XMLHttpRequest();
+    request.open('GET', link.href, false);  // synchronous: one small file, same origin
+    request.send();
+    fig.linkStatus = request.status;
+    const svg = new DOMParser().parseFromString(request.responseText, 'image/svg+xml').querySelector('svg');
+    if (request.status === 200 && svg && svg.viewBox.baseVal && svg.viewBox.baseVal.width) {
+      const sizes = [];
+      for (const t of svg.querySelectorAll('text, tspan')) {
+        const style = (t.getAttribute('style') || '') + ';font-size:' + (t.getAttribute('font-size') || '');
+        const found = style.match(/font-size:\s*([\d.]+)(px)?\s*[;'"]/) || style.match(/font:[^;]*?([\d.]+)px/);
+        if (found) sizes.push(parseFloat(found[1]));
+      }
+      if (sizes.length) fig.labelPx = Math.min(...sizes) * shown / svg.viewBox.baseVal.width;
+    }
+  }
+  out.figures.push(fig);
+}
+// Names: in inline code, tables and API signatures, a line may end inside a name only after "_" or "."
+// (or at a space or punctuation), never between two letters or digits.
+const word = /[\p{L}\p{N}]/u, scopes = 'article code.literal, article dt.sig, article td, article th';
+for (const el of document.querySelectorAll(scopes)) {
+  if (el.parentElement && el.parentElement.closest(scopes)) continue;
+  const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT, {acceptNode: n =>  // not the text of equations
+    n.parentElement.closest('mjx-container') ? NodeFilter.FILTER_REJECT : NodeFilter.FILTER_ACCEPT});
+  let prev = null, lines = 0;
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const text = node.data, whole = document.createRange();
+    whole.selectNodeContents(node);
+    const several = whole.getClientRects().length > 1;
+    for (let i = 0; i < text.length; i += (several || i === text.length - 1 ? 1 : Math.max(1, text.length - 1))) {
+      if (/\s/.test(text[i])) { prev = null; continue; }  // a line may end at a space
+      const range = document.createRange();
+      range.setStart(node, i); range.setEnd(node, i + 1);
+      const rect = range.getClientRects()[0];
+      if (!rect) continue;
+      if (prev && rect.top > prev.top + rect.height / 2) {
+        lines += 1;
+        if (word.test(prev.ch) && word.test(text[i]))
+          out.midWord.push(el.textContent.trim().slice(0, 60) + ': ' + prev.ch + '|' + text[i]);
+      }
+      prev = {ch: text[i], top: rect.top};
+    }
+  }
+  out.names += 1;
+  if (lines) out.wrappedNames += 1;
+}
+// Figure numbers: every caption, and every cross-reference to a figure with the caption it points to.
+for (const n of document.querySelectorAll('article figcaption .caption-number')) out.captions.push(n.textContent.trim());
+for (const ref of document.querySelectorAll('article a span.std-numref')) {
+  const href = ref.parentElement.getAttribute('href') || '', target = href.startsWith('#') ?
+    document.getElementById(href.slice(1)) : null;
+  const caption = target && target.querySelector('.caption-number');
+  out.numrefs.push({text: ref.textContent.trim(), href: href, caption: caption ? caption.textContent.trim() : null});
+}
+return out;
+"""
+"""Measures what a reader reads on a loaded page: display equations wider than the column or whose start is
+out of reach, each figure's smallest label in CSS px and its full-size link, line breaks inside names
+(``midWord``), and the figure numbers of captions and cross-references."""

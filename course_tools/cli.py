@@ -1,7 +1,9 @@
 """Command line of the course tooling: ``python -m course_tools COMMAND``.
 
     sync [--check]          copy answer cells from course_lib into solutions/, embed hidden cases,
-                            write the install cell (student edition, wheel URL) of each assignment
+                            write the install cell (student edition, wheel URL) of each assignment, the
+                            measured results each page states (answer_keys/*.results.json) and the
+                            self-study page's scoring table
     release [ASSIGNMENT..]  regenerate exercises/ with nbgrader generate_assignment
     check                   fail on any drift: answer cells, hidden cases, install cells, exercises/, leaks
     edition N [--out DIR]   write student edition N (first N assignments revealed)
@@ -14,6 +16,9 @@
                             [--regrade]
     leaks PATH..            list solution text found in files under PATH
     chapter FILE            execute one chapter alone; write its notebook and figures to _build/chapter/
+    measure ASSIGNMENT..    run each problem set's experiment with the reference answers over several seeds
+      [--seeds N]           (default 5) and write answer_keys/<assignment>.results.json, which sync states;
+      [--restate]           --restate: recompute its intervals with the current margins, running nothing
 """
 
 from __future__ import annotations
@@ -56,13 +61,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("paths", nargs="+", type=Path)
     p = sub.add_parser("chapter", help="execute one chapter alone and write its figures to _build/chapter/")
     p.add_argument("path", type=Path)
+    p = sub.add_parser("measure", help="measure problem sets' experiments over seeds into answer_keys/*.results.json")
+    p.add_argument("assignments", nargs="+")
+    p.add_argument("--seeds", type=int, default=5, help="how many seeds (0, 1, ...; default 5)")
+    p.add_argument("--restate", action="store_true",
+                   help="run nothing: recompute the intervals from the runs in the file with the current margins")
     args = parser.parse_args(argv)
 
     if args.command == "sync":
         from .install_cells import sync_install_cells
         from .sync import sync
 
-        changes = sync(check=args.check) + sync_install_cells(check=args.check)
+        from .scoring import sync_scoring
+        from .stated_results import sync_results_cells
+
+        changes = (sync(check=args.check) + sync_install_cells(check=args.check) + sync_results_cells(check=args.check)
+                   + sync_scoring(check=args.check))
         for line in changes:
             print(("out of date: " if args.check else "synced: ") + line)
         if not changes:
@@ -78,9 +92,12 @@ def main(argv: list[str] | None = None) -> int:
         from .leaks import find_leaks
         from .install_cells import sync_install_cells
         from .release import drift
+        from .scoring import sync_scoring
+        from .stated_results import sync_results_cells
         from .sync import sync
 
-        problems = (sync(check=True) + sync_install_cells(check=True) + drift()
+        problems = (sync(check=True) + sync_install_cells(check=True) + sync_results_cells(check=True)
+                    + sync_scoring(check=True) + drift()
                     + [str(leak) for leak in find_leaks([ROOT / "exercises"])])
         for line in problems:
             print(line)
@@ -126,6 +143,19 @@ def main(argv: list[str] | None = None) -> int:
         from .chapter import run_chapter
 
         return run_chapter(args.path)
+    if args.command == "measure":
+        from .measure import measure, restate
+
+        if args.seeds < 1:
+            parser.error("--seeds needs at least 1")
+        for assignment in args.assignments:
+            results = restate(assignment) if args.restate else measure(assignment, seeds=args.seeds)
+            for key, summary in results["summary"].items():
+                low, high = results["intervals"][key]
+                print(f"{assignment} {key}: mean {summary['mean']:.4g}, min {summary['min']:.4g}, max {summary['max']:.4g}; "
+                      f"interval {low:.4g} to {high:.4g}")
+            print(f"wrote answer_keys/{assignment}.results.json; now run tasks.py sync and release")
+        return 0
     return 2
 
 

@@ -222,7 +222,7 @@ def _feedback(nb, plan: dict, lines: list[bytes], graded: sandbox.RunResult, lim
         if isinstance(error, list) and len(error) == 2:
             ename, evalue = text(error[0], 100), text(error[1], 2000)
             outputs.append(nbformat.v4.new_output("error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"]))
-            if ename != "NotImplementedError":
+            if ename not in ("NotImplementedError", "NotRevealed"):  # a stub, the notebook's or the edition's
                 notes.append(f"{label} raised {ename[:40]}: {evalue[:120]}")
         if record.get("stopped"):
             notes.append(f"{label} was {str(record['stopped'])[:80]}")
@@ -293,7 +293,7 @@ def _merge(nb, job: Path, origin, result: sandbox.RunResult, limits: sandbox.Lim
             count = cell.get("execution_count")
             target.execution_count = count if isinstance(count, int) else None
         errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"
-                  and o.get("ename") != "NotImplementedError"]
+                  and o.get("ename") not in ("NotImplementedError", "NotRevealed")]
         if errors and not target.metadata.get("nbgrader", {}).get("grade") \
                 and target.source.strip() not in experiments:
             label = target.metadata.get("nbgrader", {}).get("grade_id") or f"cell {index + 1}"

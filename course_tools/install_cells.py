@@ -9,7 +9,8 @@ notebooks (:mod:`course_tools.public`) get the same cell with the newest edition
 publishes (the release calendar's newest revealed one); the assignments' cells do not depend on
 the calendar, since a problem set is released only once its edition's answers are revealed.
 The wheel URLs come from ``_config.yml`` (:mod:`course_tools.site_config`); the
-versions of what Colab lacks, from ``requirements.txt``.
+versions of what Colab lacks, from ``requirements-student.txt``; the lines a student runs on
+their own computer, from :func:`course_tools.student_install.install_lines`.
 """
 
 from __future__ import annotations
@@ -66,8 +67,10 @@ def revealed_text(number: int, root: Path = ROOT) -> str:
 
 def install_code(number: int, root: Path = ROOT, chapter: bool = False) -> str:
     """The first code cell of a notebook: installs student edition ``number`` on Colab or Binder only."""
+    from .student_install import STUDENT_FILE
+
     site = read_site(root)
-    pinned = pins(root)
+    pinned = pins(root, STUDENT_FILE)
     colab = [pinned[normalize(name)] for name in COLAB_LACKS]
     no_deps = list(pins(root, NO_DEPS_FILE).values())
     where = "On your own computer" if chapter else "On your own computer and in the grader"
@@ -110,6 +113,8 @@ def install_code(number: int, root: Path = ROOT, chapter: bool = False) -> str:
 
 def install_note(assignment: str, root: Path = ROOT) -> str:
     """The markdown cell above the install cell of ``assignment``: its wheel and how to install it."""
+    from .student_install import environment_steps, explanation, install_block
+
     site = read_site(root)
     number = edition_number(assignment, root)
     wheel = wheel_name(number, root)
@@ -119,12 +124,16 @@ def install_note(assignment: str, root: Path = ROOT) -> str:
         f"This problem set runs on **student edition {number}** of `course_lib` "
         f"({revealed_text(number, root)}): [{wheel}]({site.wheel_url(number, root)}).",
         "",
-        "- **On Colab or Binder**, run the next cell: it installs the edition for you.",
-        "- **On your own computer**, in a Python 3.11 environment with the course's pinned packages",
-        f"  (`pip install -r requirements.txt` from the [course repository]({site.repository_url})),",
-        f"  download the file and run `pip install {wheel}`, then restart the kernel.",
-        "  The next cell does nothing there.",
-        "- **When your notebook is graded**, it runs with this same edition.",
+        "**On Colab or Binder**, run the next cell: it installs the edition for you.",
+        "",
+        f"**On your own computer**: {environment_steps()[0].lower()}{environment_steps()[1:]}",
+        "",
+        install_block(site, number, root),
+        "",
+        explanation(root, "this problem set's edition of `course_lib`") + " Then open this notebook in JupyterLab (if another edition was installed, "
+        "restart the kernel); the next cell does nothing there.",
+        "",
+        "**When your notebook is graded**, it runs with this same edition.",
         "",
         f"Working on your own? The [self-study guide]({site.page('self_study')}) says how to check your work.",
     ])

@@ -13,10 +13,13 @@
   each page is built once);
 - ``_static/editions/``: the wheels of the student editions whose answers are revealed
   (:mod:`course_tools.wheels`), which the book serves at ``<book URL>/_static/editions/``;
-- ``requirements.txt`` (the repository's pins without the instructors' tools),
+- ``requirements-student.txt`` (what students install: the course's pinned packages and
+  JupyterLab, nothing of the book build, the grader or the tests), at the top and in ``_static/``,
+  where the book serves it (:mod:`course_tools.student_install`);
   ``requirements-nodeps.txt`` (packages installed without their dependencies, for their data),
-  ``binder/`` (what Binder installs: course_lib's pinned dependencies and the
-  newest edition) and a README for students.
+  ``binder/`` (what Binder installs: the students' pinned packages and the newest edition),
+  ``_generated/`` (text generated for the pages, such as the self-study page's install section)
+  and a README for students. Not the repository's ``requirements.txt``: it is the maintainers'.
 
 What is published follows the release calendar (:mod:`course_tools.course_calendar`,
 ``course.calendar`` in ``_config.yml``): the exercises of the released problem sets only
@@ -48,8 +51,9 @@ from .course_calendar import Calendar, read_calendar
 from .edition import wheel_name
 from .exercises import assignments
 from .install_cells import NO_DEPS_FILE, set_number, stale_releases, sync_install_cells
-from .public_files import post_build as binder_post_build, readme, requirements
+from .public_files import binder_requirements, post_build as binder_post_build, readme
 from .site_config import EDITIONS, PublicTreeError, read_config, read_site
+from .student_install import SERVED_AT, STUDENT_FILE, self_study_install
 from .wheels import build_wheels, wheel_leaks
 
 MARKER = ".course-public"  # marks a folder this command wrote, so that it may replace it
@@ -57,6 +61,8 @@ FORBIDDEN_DIRS = {"solutions", "course_lib", "course_tools", "tests", "benchmark
                   "autograded", "feedback", "release", "answer_keys", "_grading"}
 FORBIDDEN_FILES = {"nbgrader_config.py", "tasks.py", "pyproject.toml", "gradebook.db", "CONTRIBUTING.md"}
 RELEASES = "exercises"  # nbgrader's release folder, one subfolder per problem set
+GENERATED = "_generated"  # Markdown the pages include ({include}), written for this build
+SELF_STUDY_INSTALL = f"{GENERATED}/self_study_install.md"  # self_study.md's install section
 WHEEL = re.compile(r"course_lib-[0-9.]+\+student(\d+)-py3-none-any\.whl")  # a link to an edition's wheel
 
 
@@ -233,11 +239,14 @@ def build_public(out: Path | None = None, root: Path = ROOT, calendar: Calendar 
                 raise PublicTreeError(f"{target.relative_to(out)} would be a second source of page {path.with_suffix('')}: "
                                       "add its folder to exclude_patterns in _config.yml (e.g. chapters/*.ipynb)")
             nbformat.write(chapter_notebook(root / path, newest, root), target)
-        student, binder = requirements(root)
-        (out / "requirements.txt").write_text(student, encoding="utf-8")
+        shutil.copyfile(root / STUDENT_FILE, out / STUDENT_FILE)
+        (out / SERVED_AT).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(root / STUDENT_FILE, out / SERVED_AT)
         shutil.copyfile(root / NO_DEPS_FILE, out / NO_DEPS_FILE)
+        (out / SELF_STUDY_INSTALL).parent.mkdir(parents=True, exist_ok=True)
+        (out / SELF_STUDY_INSTALL).write_text(self_study_install(site, calendar.editions, root), encoding="utf-8")
         (out / "binder").mkdir()
-        (out / "binder" / "requirements.txt").write_text(binder, encoding="utf-8")
+        (out / "binder" / "requirements.txt").write_text(binder_requirements(root), encoding="utf-8")
         (out / "binder" / "runtime.txt").write_text("python-3.11\n", encoding="utf-8")
         post_build = out / "binder" / "postBuild"
         post_build.write_text(binder_post_build(wheel_name(newest, root)), encoding="utf-8")

@@ -1,8 +1,10 @@
-"""The files the public tree adds for students: its README, its requirements and Binder's set-up.
+"""The files the public tree adds for students: its README and Binder's set-up.
 
 :mod:`course_tools.public` writes them into the tree. The README says which problem sets and
-editions this build publishes (the release calendar, :mod:`course_tools.course_calendar`) and
-which edition each problem set uses; Binder's ``postBuild`` installs the newest published edition.
+editions this build publishes (the release calendar, :mod:`course_tools.course_calendar`),
+which edition each problem set uses, and the install lines of
+:func:`course_tools.student_install.install_lines`; Binder installs the students' pinned packages
+(from PyTorch's CPU index, which Binder reaches) and its ``postBuild`` the newest published edition.
 """
 
 from __future__ import annotations
@@ -16,34 +18,28 @@ from .edition import edition_number
 from .exercises import assignments
 from .install_cells import NO_DEPS_FILE, normalize, pins, revealed_text, set_number
 from .site_config import EDITIONS, PublicTreeError, Site
+from .student_install import STUDENT_FILE, TORCH_CPU_INDEX, environment_steps, explanation, install_block
 
-# pinned in requirements.txt, not needed by students: grading (nbgrader, Dask, PostgreSQL) and the tests
-INSTRUCTOR_ONLY = {"nbgrader", "pytest", "cloudpickle", "distributed", "dask", "locket", "msgpack", "partd", "tblib",
-                   "toolz", "zict", "pgserver", "psycopg2-binary", "fasteners"}
-TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+BINDER_HAS = {"jupyterlab", "ipykernel"}  # Binder's image brings its own Jupyter
 
 
-def requirements(root: Path = ROOT) -> tuple[str, str]:
-    """``requirements.txt`` for students and ``binder/requirements.txt``, from the repository's pins."""
+def binder_requirements(root: Path = ROOT) -> str:
+    """``binder/requirements.txt``: the students' pinned packages but Jupyter, torch from the CPU index.
+
+    Raises :class:`PublicTreeError` when the students' file misses one of course_lib's dependencies."""
     import tomllib
 
-    pinned = pins(root)
-    student = [line for name, line in pinned.items() if name not in INSTRUCTOR_ONLY]
+    student = pins(root, STUDENT_FILE)
     dependencies = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
-    runtime = []
     for dependency in dependencies:
         name = normalize(re.match(r"[A-Za-z0-9_.-]+", dependency).group(0))
-        if name not in pinned:
-            raise PublicTreeError(f"course_lib depends on {name}, which requirements.txt does not pin")
-        runtime.append(pinned[name])
-    head = ("# The course's pinned packages (from the course repository). torch comes from PyTorch's CPU\n"
-            "# index: the course needs no GPU, and the default torch wheel for Linux carries gigabytes of CUDA.\n"
+        if name not in student:
+            raise PublicTreeError(f"course_lib depends on {name}, which {STUDENT_FILE} does not pin")
+    head = ("# What Binder installs: the students' pinned packages (requirements-student.txt), without\n"
+            "# Jupyter, which Binder's image has. torch comes from PyTorch's CPU index (Binder has no GPU\n"
+            "# and reaches that index). binder/postBuild then installs course_lib's student edition.\n"
             f"--extra-index-url {TORCH_CPU_INDEX}\n")
-    binder = ("# What Binder installs: course_lib's dependencies at the course's pinned versions.\n"
-              "# torch comes from PyTorch's CPU index (Binder has no GPU). binder/postBuild then installs\n"
-              "# course_lib's student edition.\n"
-              f"--extra-index-url {TORCH_CPU_INDEX}\n")
-    return head + "\n".join(student) + "\n", binder + "\n".join(runtime) + "\n"
+    return head + "\n".join(line for name, line in student.items() if name not in BINDER_HAS) + "\n"
 
 
 def post_build(newest: str) -> str:
@@ -88,7 +84,7 @@ def readme(site: Site, calendar: Calendar, wheels: dict[int, Path], root: Path =
         (f"| `{used[number]}` " if number in used else f"| (to check `{names[number - 1]}`) ")
         + f"| {number} ({revealed_text(number, root)}) | [`{EDITIONS}/{wheel.name}`]({EDITIONS}/{wheel.name}) |"
         for number, wheel in sorted(wheels.items()))
-    first, newest = wheels[0].name, calendar.newest_edition
+    first, newest = min(wheels), calendar.newest_edition
     return f"""\
 # From one-hot to BERT: the students' repository
 
@@ -103,7 +99,7 @@ through it: the chapters as notebooks, the problem sets, and the student edition
 | `chapters/*.md` | each chapter's source, the text of the book page (MyST Markdown) |
 | `exercises/psNN_name/` | the problem sets: notebooks with the functions to write and their visible tests |
 | `{EDITIONS}/` | the student editions of `course_lib`, one wheel per problem set |
-| `requirements.txt` | the course's pinned packages |
+| `{STUDENT_FILE}` | the course's pinned packages and JupyterLab (the book serves the same file) |
 | `{NO_DEPS_FILE}` | packages installed without their dependencies, for the data files they ship |
 | `binder/` | what Binder installs: the pinned packages and the newest edition |
 | the rest | the book's sources (`_config.yml`, `_toc.yml`, pages, `references.bib`) |
@@ -111,7 +107,7 @@ through it: the chapters as notebooks, the problem sets, and the student edition
 ## Which edition for which problem set
 
 A student edition is `course_lib` with the bodies of the functions you write left empty
-(`raise NotImplementedError()`). Edition N also contains the answers of the first N problem
+(they raise an error that names their problem set). Edition N also contains the answers of the first N problem
 sets, which later problem sets build on; so the edition of the next problem set lets you
 check your work once you have finished one.
 
@@ -129,20 +125,17 @@ first. The chapter notebooks use edition {newest}.
 
 ## On your own computer
 
-With Python 3.11, from a clone of this repository:
+{environment_steps()}
 
-```bash
-python3.11 -m venv .venv && source .venv/bin/activate
-pip install -r requirements.txt jupyterlab
-pip install --no-deps -r {NO_DEPS_FILE}
-pip install {EDITIONS}/{first}    # the wheel of the problem set you work on
-jupyter lab exercises/
-```
+{install_block(site, first, root)}
 
-Install another problem set's wheel the same way when you move on (it replaces the one
-installed). Fill in each `raise NotImplementedError()`, run the visible tests as you go, then
-run the whole notebook from the top. Working without a class? Read
-[working on your own]({site.page('self_study')}).
+{explanation(root)}
+
+Those lines install edition {first}, the one of {_numbers(names[first:first + 1])}. For another
+problem set, run its page's second line (or the second line above with its wheel from the
+table): the new edition replaces the one installed; restart the kernel afterwards. Fill in
+each function, run the visible tests as you go, then run the whole notebook from the top.
+Working without a class? Read [working on your own]({site.page('self_study')}).
 
 The book's HTML is built by the course team: its chapters execute with the complete
 `course_lib`, which is not published.

@@ -158,6 +158,84 @@ def test_exercise_page_is_unexecuted_and_downloadable(html, root):
     assert download.read_bytes() == (root / "exercises" / "ps01_counts" / "ps01_counts.ipynb").read_bytes()
 
 
+CHAPTERS = [page.split("/")[1] for page in PAGES if page.startswith("chapters/")]
+ROLE = re.compile(r"\{([a-zA-Z][\w:+-]*)\}`([^`]+)`")
+
+
+def _downloaded_notebook(html, name) -> Path:
+    """The file the download button of chapter ``name``'s page links (the ".ipynb" entry of its menu)."""
+    link = re.search(r'<a href="([^"]+)"[^>]*\n?[^>]*btn-download-notebook-button', _page(html, f"chapters/{name}"))
+    assert link, f"chapters/{name}.html has no notebook download button"
+    return (html / "chapters" / html_text.unescape(link.group(1))).resolve()
+
+
+def _glued_values_in_notebook(source: str, nb) -> dict[int, str]:
+    """The values the notebook's Markdown shows for the ``{glue:text}`` roles of the MyST ``source``, by the
+    role's place among them (0, 1, ...). Each source line whose roles close on it is matched, as a pattern
+    (its text, each role any text), against the lines of the notebook's cell of the same id, in order; a line
+    with little text besides its roles, or that the pattern splits in two ways, is left out."""
+    from myst_nb.core.read import read_myst_markdown_notebook
+
+    cells = {cell.get("id"): cell.source.splitlines() for cell in nb.cells if cell.cell_type == "markdown"}
+    values, count = {}, 0
+    for index, cell in enumerate(read_myst_markdown_notebook(source).cells):
+        if cell.cell_type != "markdown":
+            continue
+        rendered, at = cells.get(f"cell-{index:03d}", []), 0
+        for line in cell.source.split("\n"):
+            roles = list(ROLE.finditer(line))
+            glued = [m.group(1).startswith("glue") for m in roles]
+            first, count = count, count + sum(glued) + line.count("{glue") - sum("{glue" in m.group(0) for m in roles)
+            if not any(glued) or "`" in ROLE.sub("", line) or len(ROLE.sub("", line).strip()) < 12:
+                continue  # no glue, a role across lines, or too little text to find the line by
+            literal = [re.escape(text) for text in ROLE.split(line)[::3]]
+            lazy, greedy = (re.compile(group.join(literal)) for group in ("(.+?)", "(.+)"))
+            for number in range(at, len(rendered)):
+                found = lazy.fullmatch(rendered[number])
+                if found:
+                    at = number + 1
+                    if found.groups() == greedy.fullmatch(rendered[number]).groups():  # else the line is ambiguous
+                        shown = [value for value, is_glue in zip(found.groups(), glued) if is_glue]
+                        values.update({first + k: value for k, value in enumerate(shown)})
+                    break
+    return values
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_chapter_download_is_the_public_notebook_as_the_book_reads(html, root, name):
+    """The download button gives the public tree's notebook (the launch buttons' file), byte for byte; its
+    Markdown holds no MyST role or directive, and shows the glued numbers and figure numbers the page shows."""
+    import nbformat
+
+    public = root / "_build" / "public"
+    download = _downloaded_notebook(html, name)
+    assert download.read_bytes() == (public / "chapters" / f"{name}.ipynb").read_bytes()
+    nb = nbformat.reads(download.read_text(encoding="utf-8"), as_version=4)
+    markdown = "\n\n".join(cell.source for cell in nb.cells if cell.cell_type == "markdown")
+    for raw in ("{cite", "{glue", "{numref", "{doc}", "{ref}", "```{", ":::{", ":class:", "see the book"):
+        assert raw not in markdown, f"{name}.ipynb: {raw!r} left in its Markdown"
+    labels = set(re.findall(r'class="label"><span class="fn-bracket">\[</span>([^<]+)<', _page(html, "bibliography")))
+    cited = re.findall(r"^- \*\*(.+?)\.\*\* ", nb.cells[-1].source, re.M)
+    assert nb.cells[-1].source.startswith("## Works cited") and cited and set(cited) <= labels  # the book's labels
+
+    page = _page(html, f"chapters/{name}")
+    quotes = str.maketrans("\u201c\u201d\u2018\u2019", "\"\"''")  # Sphinx's smart quotes
+    shown = [html_text.unescape(re.sub(r"<[^>]+>", "", value)).translate(quotes)
+             for value in re.findall(r'<span class="pasted-text">(.*?)</span>', page, re.S)]
+    source = (public / "chapters" / f"{name}.md").read_text(encoding="utf-8")
+    assert len(shown) == source.count("{glue")
+    glued = _glued_values_in_notebook(source, nb)
+    assert len(glued) >= 0.8 * len(shown), f"only {len(glued)} of {len(shown)} glued values found in the notebook"
+    assert {k: glued[k] for k in glued} == {k: shown[k] for k in glued}
+
+    numbers = dict(re.findall(r'href="#([\w-]+)"><span class="std std-numref">([^<]+)</span>', page))
+    linked = dict((anchor, text) for text, anchor in
+                  re.findall(rf"\[([^\]]+)\]\({re.escape(site_config.read_site(root).page('chapters/' + name))}#([\w-]+)\)",
+                             markdown))
+    assert set(numbers) <= set(linked), f"cross-references missing from the notebook: {set(numbers) - set(linked)}"
+    assert {a: linked[a] for a in numbers} == numbers
+
+
 def test_unchanged_rebuild_executes_nothing(html, root):
     result = _build_book(root)
     assert result.returncode == 0

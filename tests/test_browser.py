@@ -3,6 +3,11 @@
 Every page of the table of contents, served over HTTP from ``_build/html``, is opened at
 1280 and 400 CSS pixels: it loads without console errors, its equations are typeset and
 none is clipped, its images load, and the page itself does not run wider than the screen.
+On the same visit it is read as a reader reads it: no display equation wider than the
+column at desktop width, none whose start is out of reach at either width; every figure
+opens at full size, and its smallest label, measured from the SVG the link gives, is at
+least 9 CSS pixels on a phone; long names break after ``_`` or ``.``, never inside a word;
+figures are numbered per chapter ("Fig. 8.3"), in captions and cross-references alike.
 Search finds a term, and each assignment's download button gives the release notebook
 byte for byte. Chromium comes from Debian's packages (``course_tools.browser``); where it
 cannot be installed the tests are skipped with the reason.
@@ -11,6 +16,7 @@ cannot be installed the tests are skipped with the reason.
 from __future__ import annotations
 
 import json
+import re
 import time
 import urllib.request
 
@@ -20,6 +26,7 @@ from course_tools import browser, public
 
 pytestmark = pytest.mark.slow
 WIDTHS = (1280, 400)
+MIN_LABEL_PX = 9  # the smallest text of a figure, in CSS px, on a 400 px screen
 
 
 def _toc_pages(root) -> list[str]:
@@ -47,6 +54,7 @@ def page_reports(request, site, root):
             typeset = browser.wait_until_typeset(driver)
             measured = driver.execute_script(browser.MEASURE_PAGE, request.param)
             measured["typeset_in_time"] = typeset
+            measured["reading"] = driver.execute_script(browser.MEASURE_READING)
             errors = [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
             reports[page] = (measured, errors)
     finally:
@@ -56,6 +64,12 @@ def page_reports(request, site, root):
         print(f"  {page:45} equations {m['typeset']}/{m['displays']} typeset, clipped {len(m['clipped'])}, "
               f"images {m['images']} (no alt {len(m['noAlt'])}, no caption {len(m['noCaption'])}), "
               f"console errors {len(errors)}, width {m['pageWidth']}/{m['viewport']}")
+        r = m["reading"]
+        labels = [f["labelPx"] for f in r["figures"] if f["labelPx"] is not None]
+        smallest = f"{min(labels):.1f} px" if labels else "-"
+        print(f"  {'':45} equations too wide {len(r['tooWide'])}, start out of reach {len(r['startHidden'])}, "
+              f"smallest figure label {smallest}, names wrapped {r['wrappedNames']}/{r['names']} "
+              f"(mid-word {len(r['midWord'])}), captions {r['captions'][:1] + r['captions'][-1:]}")
     return request.param, reports
 
 
@@ -84,6 +98,54 @@ def test_images_load_have_alt_text_and_captions_and_pages_fit_the_screen(page_re
         assert m["pageWidth"] <= m["viewport"] + 1, \
             f"{page} at {width} px: the page is {m['pageWidth']} px wide, so the reader must scroll sideways: " \
             f"{m['wide'][:3]}"
+
+
+def test_no_display_equation_is_wider_than_the_column_or_hides_its_start(page_reports):
+    width, reports = page_reports
+    assert sum(m["reading"]["equations"] for m, _e in reports.values()) > 50, "the chapters have display equations"
+    for page, (m, _errors) in reports.items():
+        reading = m["reading"]
+        if width >= 1280:  # on a phone a long equation may scroll inside its block; at desktop width none needs to
+            assert not reading["tooWide"], f"{page} at {width} px: equations wider than the column: {reading['tooWide']}"
+        assert not reading["startHidden"], \
+            f"{page} at {width} px: equations whose start cannot be seen: {reading['startHidden']}"
+
+
+def test_figures_open_at_full_size_and_their_labels_can_be_read(page_reports):
+    width, reports = page_reports
+    figures = [(page, f) for page, (m, _e) in reports.items() for f in m["reading"]["figures"]]
+    assert len(figures) >= 20, "the chapters have figures"
+    for page, f in figures:
+        assert f["link"] and f["linkIsImage"] and f["linkStatus"] == 200, \
+            f"{page}: figure {f['src']} does not link to its image file: {f}"
+        assert f["labelPx"] is not None, f"{page}: figure {f['src']} has no text to measure (an SVG with text expected)"
+    if width <= 400:
+        small = [(page, f["src"], round(f["labelPx"], 1), f["shown"]) for page, f in figures
+                 if f["labelPx"] < MIN_LABEL_PX]
+        assert not small, f"figures whose smallest label is under {MIN_LABEL_PX} px at {width} px " \
+                          f"(page, image, label px, shown width): {small[:5]}"
+
+
+def test_names_break_only_after_underscore_or_dot(page_reports):
+    width, reports = page_reports
+    assert sum(m["reading"]["wrappedNames"] for m, _e in reports.values()) > 10, \
+        "some long names wrap at this width, or the check checks nothing"
+    problems = {page: m["reading"]["midWord"][:3] for page, (m, _e) in reports.items() if m["reading"]["midWord"]}
+    assert not problems, f"names broken inside a word at {width} px: {problems}"
+
+
+def test_figures_are_numbered_per_chapter(page_reports):
+    _width, reports = page_reports
+    chapters = {page: m["reading"] for page, (m, _e) in reports.items() if re.search(r"/ch\d+_", page)}
+    assert sum(len(r["captions"]) for r in chapters.values()) >= 20, "the chapters have numbered figures"
+    for page, reading in chapters.items():
+        number = int(re.search(r"/ch(\d+)_", page).group(1))
+        expected = [f"Fig. {number}.{k}" for k in range(1, len(reading["captions"]) + 1)]
+        assert reading["captions"] == expected, f"{page}: captions numbered {reading['captions']}, not {expected}"
+        for ref in reading["numrefs"]:
+            assert re.fullmatch(r"Fig\. \d+\.\d+", ref["text"]), f"{page}: reference {ref}"
+            if ref["caption"] is not None:  # a figure of the same page: the reference shows its caption's number
+                assert ref["text"] == ref["caption"], f"{page}: reference {ref} shows another number than its figure"
 
 
 def test_search_finds_a_term(site):

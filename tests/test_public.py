@@ -26,7 +26,8 @@ import pytest
 import yaml
 from myst_nb.core.read import read_myst_markdown_notebook
 
-from course_tools import course_calendar, edition, exercises, install_cells, leaks, public, site_config, wheels
+from course_tools import (course_calendar, edition, exercises, install_cells, leaks, public, site_config,
+                          student_install, wheels)
 
 MIDTERM = dict(released=["ps01", "ps02", "ps03", "ps04", "ps05"], revealed=["ps01", "ps02", "ps03", "ps04"])
 
@@ -94,7 +95,7 @@ def test_install_cell_of_each_assignment_names_its_wheel(root, folder):
         assert urls == [site.wheel_url(number, root)], (assignment, urls)
         note = nb.cells[nb.cells.index(cell) - 1]
         assert f"({site.wheel_url(number, root)})" in note.source  # the page links its wheel
-        assert f"pip install {edition.wheel_name(number, root)}" in note.source  # and says how to install it
+        assert student_install.install_block(site, number, root) in note.source  # and says how to install it
 
 
 def test_install_cell_does_nothing_on_a_students_computer_or_in_the_grader(root, monkeypatch):
@@ -127,6 +128,67 @@ def test_refuses_to_replace_a_folder_it_did_not_write(tmp_path, root):
     assert (tmp_path / "notes.txt").read_text() == "mine"
     with pytest.raises(site_config.PublicTreeError, match="holds the repository"):
         public.build_public(root.parent, root)
+
+
+# --- fast: MyST Markdown as plain Markdown (the chapter notebooks' text) ----------------------
+
+MYST = """(sec-intro)=
+% a comment the book does not show
+BERT {cite:p}`devlin2019bert`, as {cite:t}`vaswani2017attention,devlin2019bert` wrote {cite}`mikolov2013efficient, mikolov2013distributed`.
+We count {glue:text}`n:,d` tokens at {glue:text}`acc:.1%`, the word {glue:text}`word`, {glue:text}`missing:.2f` more.
+{numref}`fig-x` and {numref}`Figure %s <fig-x>`; {doc}`../exercises/ps01_counts/ps01_counts`, {doc}`the first <ch01_counts>`.
+Inline code `{cite:t}` stays.
+
+1. A question?
+
+   ```{admonition} Answer
+   :class: dropdown
+   It is {glue:text}`acc:.0%`.
+   ```
+
+:::{note}
+Remember {math}`x^2`.
+:::
+
+```{math}
+:label: eq-one
+a = b
+```
+
+$$
+c = d
+$$ (eq-two)
+
+```python
+x = "{glue:text}`n`"
+```"""
+
+
+def test_myst_roles_and_directives_become_plain_markdown(root):
+    """Citations with the book's author-year labels, glued values formatted as myst-nb formats them (or a link
+    to the book when the chapter was not executed), cross-references as links to the book's pages, directives
+    as Markdown; code is left alone."""
+    from course_tools import citations, plain_markdown
+
+    site = site_config.read_site(root)
+    page = site.page("chapters/ch08_bert")
+    book = plain_markdown.Book("chapters/ch08_bert", site.page, citations.read_bibliography(root),
+                               {"n": "1234567", "acc": "0.9731", "word": "'bank'"},
+                               {"fig-x": ("chapters/ch08_bert", "Fig. 8.2", "A caption.")},
+                               {"exercises/ps01_counts/ps01_counts": "Problem set 1", "chapters/ch01_counts": "Counts"}.get)
+    assert plain_markdown.render(MYST, book).split("\n") == [
+        "BERT (Devlin et al., 2019), as Vaswani et al. (2017) and Devlin et al. (2019) wrote "
+        "(Mikolov et al., 2013a; Mikolov et al., 2013b).",
+        f"We count 1,234,567 tokens at 97.3%, the word bank, [(see the book)]({page}) more.",
+        f"[Fig. 8.2]({page}#fig-x) and [Figure 8.2]({page}#fig-x); "
+        f"[Problem set 1]({site.page('exercises/ps01_counts/ps01_counts')}), [the first]({site.page('chapters/ch01_counts')}).",
+        "Inline code `{cite:t}` stays.", "", "1. A question?", "",
+        "   <details><summary>Answer</summary>", "", "   It is 97%.", "", "   </details>", "",
+        "> **Note**", ">", "> Remember $x^2$.", "", "$$", "a = b", "$$", "", "$$", "c = d", "$$", "",
+        "```python", 'x = "{glue:text}`n`"', "```"]
+    assert book.cited == ["devlin2019bert", "vaswani2017attention", "mikolov2013efficient", "mikolov2013distributed"]
+    with pytest.raises(KeyError, match="not_in_the_bib"):
+        plain_markdown.render("{cite:t}`not_in_the_bib`", book)
 
 
 # --- fast: the release calendar -------------------------------------------------------------
@@ -210,14 +272,20 @@ def test_public_tree_has_what_students_need_and_nothing_else(tree, root):
     assert not [n for n in names if n.split("/")[0] in ("solutions", "course_lib", "course_tools", "tests")]
     for path in public.toc_files(root):
         assert (tree / path).read_bytes() == (root / path).read_bytes(), path
-    for needed in ["_config.yml", "_toc.yml", "references.bib", "README.md", "requirements.txt",
-                   "binder/requirements.txt", "binder/postBuild", "binder/runtime.txt", "_ext/offline_mathjax.py"]:
+    for needed in ["_config.yml", "_toc.yml", "references.bib", "README.md", "requirements-student.txt",
+                   "_static/requirements-student.txt", public.SELF_STUDY_INSTALL, "binder/requirements.txt",
+                   "binder/postBuild", "binder/runtime.txt", "_ext/offline_mathjax.py"]:
         assert (tree / needed).is_file(), needed
+    assert not (tree / "requirements.txt").exists(), "students see only their own requirements"
+    for served in ["requirements-student.txt", "_static/requirements-student.txt"]:
+        assert (tree / served).read_bytes() == (root / "requirements-student.txt").read_bytes(), served
     assert (tree / "_config.yml").read_bytes() == (root / "_config.yml").read_bytes()
     found = leaks.find_leaks([tree], root)
     assert not found, "\n".join(map(str, found))
     readme = (tree / "README.md").read_text(encoding="utf-8")
-    assert site_config.read_site(root).book_url in readme and "pip install -r requirements.txt" in readme
+    site = site_config.read_site(root)
+    assert site.book_url in readme and student_install.install_block(site, 0, root) in readme
+    assert student_install.install_block(site, 0, root) in (tree / public.SELF_STUDY_INSTALL).read_text(encoding="utf-8")
 
 
 @pytest.mark.slow
@@ -270,6 +338,33 @@ def test_chapter_install_cell_stands_in_for_glue_where_myst_nb_is_missing(tree, 
     exec("from myst_nb import glue\nglue('x', 1.5, display=False)", namespace)
 
 
+@pytest.mark.slow
+def test_chapter_notebooks_read_outside_the_book(tree, midterm_tree, root):
+    """Their Markdown holds no MyST role or directive (citations, glued numbers, cross-references and answers are
+    plain Markdown), each figure's caption follows the cell that draws it, and the works cited close the notebook.
+    The note says what happens where the installed edition does not reveal an answer the chapter needs."""
+    from course_tools.citations import read_bibliography
+
+    bibliography = {ref.label for ref in read_bibliography(root).values()}
+    for path in sorted((tree / "chapters").glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        markdown = "\n\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+        for raw in ("{cite", "{glue", "{numref", "{doc}", "{ref}", "```{", ":::{", ":class:"):
+            assert raw not in markdown, f"{path.name}: {raw!r} left in its Markdown"
+        source = read_myst_markdown_notebook((root / "chapters" / f"{path.stem}.md").read_text(encoding="utf-8"))
+        figures = sum(1 for c in source.cells if (c.metadata.get("mystnb") or {}).get("figure"))
+        captions = [c for c in nb.cells if c.get("id", "").endswith("-caption")]
+        assert len(captions) == figures and all(c.source.startswith(f"**Fig. {int(path.stem[2:4])}.") for c in captions)
+        cited = re.findall(r"^- \*\*(.+?)\.\*\* ", nb.cells[-1].source, re.M)
+        assert nb.cells[-1].source.startswith("## Works cited") and cited and set(cited) <= bibliography, path.name
+        assert "NotImplementedError" not in nb.cells[0].source
+    # mid-term: edition 4, so the chapters of ps05-ps08 call functions whose answers it does not reveal
+    note = nbformat.read(midterm_tree / "chapters" / "ch08_bert.ipynb", as_version=4).cells[0].source
+    assert "`mlm_mask`" in note and re.search(r"which you write in problem sets? [0-9, and]*8\b", note)
+    assert "skipped" in note and "NotImplementedError" not in note
+    assert "which you write" not in nbformat.read(tree / "chapters" / "ch08_bert.ipynb", as_version=4).cells[0].source
+
+
 def _function_source(file: Path, name: str) -> str:
     import ast
 
@@ -309,7 +404,7 @@ def test_each_wheel_installs_and_reveals_exactly_the_earlier_answers(tree, root,
             if names.index(owners[key]) < n:  # revealed: the answer, whole
                 assert "raise NotImplementedError()" not in source and all(line in source for line in answer), key
             else:  # the stub, and not a line of the answer
-                assert "# YOUR CODE HERE\n" in source and "raise NotImplementedError()" in source, key
+                assert "# YOUR CODE HERE\n" in source and "raise NotRevealed(" in source, key
                 assert not any(line in source for line in answer), key
 
 
@@ -328,8 +423,8 @@ def test_binder_installs_the_pinned_requirements_and_the_newest_edition(tree, ro
     assert f"pip install --no-deps -r {install_cells.NO_DEPS_FILE}" in post_build.read_text()
     assert (tree / install_cells.NO_DEPS_FILE).read_text() == (root / install_cells.NO_DEPS_FILE).read_text()
     assert (tree / site_config.EDITIONS / newest).is_file()
-    student = (tree / "requirements.txt").read_text()
-    assert "nbgrader" not in student and "pytest" not in student and pins["torch"] in student
+    binder = (tree / "binder" / "requirements.txt").read_text()
+    assert "jupyterlab" not in binder and "nbgrader" not in binder and pins["transformers"] in binder
 
 
 # --- slow: a class's tree in the middle of the term ------------------------------------------

@@ -165,15 +165,17 @@ def test_student_edition_stubs_every_exercise(tmp_path):
              f"for key in {keys!r}:\n"
              f"    module, name = key.rsplit('.', 1)\n"
              f"    src = inspect.getsource(getattr(importlib.import_module('course_lib.' + module), name))\n"
-             f"    if 'raise NotImplementedError()' not in src or 'BEGIN SOLUTION' in src:\n"
+             f"    if 'raise NotRevealed(' not in src or 'BEGIN SOLUTION' in src:\n"
              f"        print('not stubbed:', key)\n"
              f"    else:\n"
              f"        print('stubbed:', key)\n")
     result = _call_in_edition(folder, probe)  # one interpreter for all: importing torch once
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [f"stubbed: {key}" for key in keys]
-    result = _call_in_edition(folder, "from course_lib.vectors.counts import one_hot; one_hot([1], 3)")
-    assert "NotImplementedError" in result.stderr
+    result = _call_in_edition(folder, "from course_lib.vectors.counts import one_hot\n"
+                                      "try:\n    one_hot([1], 3)\nexcept NotImplementedError as error:\n    print(error)")
+    assert "one_hot (in course_lib.vectors.counts) is an exercise of problem set 1 (ps01_counts)" in result.stdout
+    assert "student edition 0 of course_lib" in result.stdout, result.stderr
     assert (folder / "pyproject.toml").read_text().count("+student0") == 1
 
 

@@ -9,7 +9,7 @@ it never saw in training (exposure bias). See :doc:`/chapters/ch05_attention`.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -56,12 +56,14 @@ def sequence_loss(model, source, lengths, target) -> torch.Tensor:
 
 def train_seq2seq(model, sources: Sequence, targets: Sequence, steps: int, batch_size: int = 64, lr: float = 3e-3,
                   max_norm: float | None = 1.0, valid: tuple | None = None, eval_every: int = 100, seed: int = 0,
-                  progress: bool = True) -> TrainingHistory:
+                  progress: bool = True, schedule: Callable | None = None) -> TrainingHistory:
     """Train a ``Seq2Seq`` with Adam and teacher forcing on random batches of sentence pairs. Chapter 5.
 
     Each step draws ``batch_size`` pairs at random (with a ``numpy`` generator seeded by
     ``seed``), pads them (:func:`pad_batch`) and takes an Adam step on
-    :func:`sequence_loss`, gradients clipped to global norm ``max_norm``.
+    :func:`sequence_loss`, gradients clipped to global norm ``max_norm``. ``schedule(step)``
+    multiplies the learning rate of step ``step = 1 .. steps`` (a decay to a small rate at the end
+    makes where training stops depend less on the last batches).
 
     Args:
         model: a ``Seq2Seq``, trained in place.
@@ -72,6 +74,8 @@ def train_seq2seq(model, sources: Sequence, targets: Sequence, steps: int, batch
         valid: ``(sources, targets)`` to measure the teacher-forced loss on every ``eval_every`` steps.
         seed: seeds the batches and torch's global generator (restored afterwards).
         progress: show a tqdm bar.
+        schedule: ``None`` (constant ``lr``) or ``step -> factor``, e.g.
+            :func:`course_lib.gpt.training.warmup_cosine`.
 
     Returns:
         a :class:`~course_lib.training.TrainingHistory` with records ``"loss"`` and ``"grad_norm"``
@@ -84,9 +88,12 @@ def train_seq2seq(model, sources: Sequence, targets: Sequence, steps: int, batch
                          f"got {len(sources)} and {len(targets)}")
     rng = np.random.default_rng(seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    factor = schedule or (lambda step: 1.0)
     history = {"loss": [], "grad_norm": [], "valid_step": [], "valid_loss": []}
     with torch_seed(seed), progress_bar(steps, "training", progress) as bar:
         for step in range(1, steps + 1):
+            for group in optimizer.param_groups:
+                group["lr"] = lr * factor(step)
             rows = rng.integers(0, len(sources), size=batch_size)
             source, lengths = pad_batch([sources[i] for i in rows])
             target, _ = pad_batch([targets[i] for i in rows])

