@@ -37,8 +37,11 @@ that follow the book:
   restore global state), :mod:`course_lib.progress` (progress bars),
   :mod:`course_lib.activations` (activation functions and a stable log-softmax),
   :mod:`course_lib.plotting` (the figures the chapters draw and the book's figure style),
-  :mod:`course_lib.diagrams` (the architecture diagrams) and
-  :mod:`course_lib.testing` (the checks the assignments' test cells call).
+  :mod:`course_lib.diagrams` (the architecture diagrams),
+  :mod:`course_lib.testing` (the checks the assignments' test cells call),
+  :mod:`course_lib.notebook` (glued values and a clean stop, for a chapter run as a
+  notebook) and :mod:`course_lib.unrevealed` (the error a student edition raises for an
+  answer it does not reveal).
 
 **Shape letters.** Every shape in a docstring or in a ``# (B, T, H)`` comment is
 written with these letters, and each letter has one meaning across the library.

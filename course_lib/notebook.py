@@ -75,28 +75,25 @@ class _Stop:
         return [f"print({note!r})\n"]
 
 
-def stop_at_unrevealed() -> bool:
+def stop_at_unrevealed() -> None:
     """Stop the chapter cleanly at the first exercise the installed edition does not reveal. All chapters.
 
     In IPython, registers a handler for ``NotImplementedError``: an exception that carries a
     ``problem_set`` (:class:`course_lib.unrevealed.NotRevealed`) prints its message instead of a
     traceback, and from then on every code cell is replaced by a note that it was skipped; any
     other ``NotImplementedError`` shows its traceback as usual. The stopped cell still ends in an
-    error, so "Run all" stops there. Calling it again replaces the earlier registration.
-
-    Returns:
-        whether it was registered (``False`` outside IPython).
+    error, so "Run all" stops there. Calling it again replaces the earlier registration. Outside
+    IPython it does nothing.
     """
     try:
         from IPython import get_ipython
     except ImportError:
-        return False
+        return
     shell = get_ipython()
     if shell is None:
-        return False
+        return
     stop = _Stop()
     shell.input_transformers_post = [t for t in shell.input_transformers_post
                                      if not isinstance(getattr(t, "__self__", None), _Stop)]
     shell.input_transformers_post.append(stop.skip)
     shell.set_custom_exc((NotImplementedError,), stop.report)
-    return True

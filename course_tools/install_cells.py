@@ -94,20 +94,8 @@ def install_code(number: int, root: Path = ROOT, chapter: bool = False) -> str:
         "    importlib.invalidate_caches()",
         f'    print("student edition {number} of course_lib is installed")',
     ]
-    if chapter:
-        lines += [
-            "",
-            "import importlib.util",
-            "",
-            'if importlib.util.find_spec("myst_nb") is None:',
-            "    # `glue` hands numbers to the book's text; outside a book build it only shows them",
-            "    import types",
-            "",
-            "    from IPython.display import display as _show",
-            "",
-            '    sys.modules["myst_nb"] = types.ModuleType("myst_nb")',
-            '    sys.modules["myst_nb"].glue = lambda name, variable, display=True: _show(variable) if display else None',
-        ]
+    if chapter:  # a cell that needs an exercise this edition leaves empty stops the chapter, saying why
+        lines += ["", "from course_lib import notebook", "", "notebook.stop_at_unrevealed()"]
     return "\n".join(lines)
 
 

@@ -130,7 +130,7 @@ def write_results(assignment: str, results: dict, root: Path = ROOT) -> dict:
     summary, intervals = {}, {}
     for value in experiment.values:
         measured = [run["values"][value.key] for run in results["runs"]]
-        summary[value.key] = {"mean": round(statistics.fmean(measured), 6), "min": min(measured), "max": max(measured)}
+        summary[value.key] = {"mean": float(f"{statistics.fmean(measured):.6g}"), "min": min(measured), "max": max(measured)}
         intervals[value.key] = list(interval(value, measured))
     results = {**results, "summary": summary, "margins": {value.key: value.margin for value in experiment.values},
                "intervals": intervals}

@@ -137,6 +137,15 @@ table): the new edition replaces the one installed; restart the kernel afterward
 each function, run the visible tests as you go, then run the whole notebook from the top.
 Working without a class? Read [working on your own]({site.page('self_study')}).
 
-The book's HTML is built by the course team: its chapters execute with the complete
-`course_lib`, which is not published.
+{_book_text(calendar, root)}
 """
+
+
+def _book_text(calendar: Calendar, root: Path) -> str:
+    """The README's last paragraph: what the book's chapters executed with."""
+    if list(calendar.revealed) == assignments(root):
+        return ("The book's chapters were executed in an environment made from exactly these lines, with the\n"
+                "newest edition, so a chapter notebook runs here as it ran for the book.")
+    return ("The book's HTML is built by the course team: its chapters execute with the complete\n"
+            "`course_lib`, which is not published yet. A chapter cell that needs an answer the\n"
+            "installed edition does not reveal stops the notebook with a message that says which.")

@@ -65,8 +65,8 @@ class Experiment:
 
 _PERCENT = dict(unit=" %", low=0.0, high=100.0)
 _SCORE = dict(low=0.0, high=100.0)
-_TRANSLATION = (Value("exact_match", "exact match", 1.0, **_PERCENT), Value("bleu", "BLEU", 0.5, **_SCORE),
-                Value("chrf", "chrF", 0.5, **_SCORE))
+_TRANSLATION = (Value("exact_match", "exact match", 0.5, **_PERCENT), Value("bleu", "BLEU", 0.25, **_SCORE),
+                Value("chrf", "chrF", 0.25, **_SCORE))
 
 EXPERIMENTS: dict[str, Experiment] = {
     "ps02_word2vec": Experiment((Value("spearman", "WordSim-353 Spearman", 0.02, fmt=".3f", low=-1.0, high=1.0),)),
@@ -78,15 +78,13 @@ EXPERIMENTS: dict[str, Experiment] = {
     "ps07_gpt": Experiment((Value("perplexity", "validation perplexity", 0.15, low=1.0),)),
     "ps08_bert": Experiment(
         (Value("difference", "largest difference from transformers", 0.0, fmt=".1e", low=0.0, high=1e-4),
-         Value("same_embedding", 'mean cosine of "bank" for the same meaning at the embedding', 0.02, low=-1.0,
-               high=1.0),
-         Value("across_embedding", 'mean cosine of "bank" across meanings at the embedding', 0.02, low=-1.0, high=1.0),
-         Value("same_last", 'mean cosine of "bank" for the same meaning at the last layer', 0.02, low=-1.0, high=1.0),
-         Value("across_last", 'mean cosine of "bank" across meanings at the last layer', 0.02, low=-1.0, high=1.0),
+         *(Value(f"{which}_{layer}", f'mean cosine of "bank" {meaning} at the {name}', 0.02, fmt=".3f", low=-1.0, high=1.0)
+           for layer, name in [("embedding", "embedding"), ("last", "last layer")]
+           for which, meaning in [("same", "for the same meaning"), ("across", "across meanings")]),
          Value("minilm_accuracy", "test accuracy of the mean-pooled MiniLM vectors", 1.0, fmt=".1f", **_PERCENT),
          Value("tfidf_accuracy", "test accuracy of the bag of words", 1.0, fmt=".1f", **_PERCENT)),
-        seeded=False, margin_reason="for the rounding of another computer or of another order of operations "
-                                    "(the largest difference: anything below 1e-4, float32's rounding)"),
+        seeded=False, margin_reason="on each side for the rounding of another computer or of another order of "
+                                    "operations (the largest difference: anything below 1e-4, float32's rounding)"),
 }
 """The experiments whose results a page states, by assignment. Margins are absolute, in the value's unit."""
 
@@ -117,24 +115,31 @@ def interval(value: Value, measured: list[float]) -> tuple[float, float]:
 
 
 def parse_results(text: str) -> list[dict]:
-    """Every results line in ``text`` (an experiment's printed output), decoded, in order."""
+    """Every results line in ``text`` (an experiment's printed output), decoded, in order; a line that
+    starts like one but holds no JSON object is skipped (its values then count as missing)."""
     found = []
     for line in text.splitlines():
         if line.startswith(RESULTS_PREFIX):
-            found.append(json.loads(line[len(RESULTS_PREFIX):]))
+            try:
+                decoded = json.loads(line[len(RESULTS_PREFIX):])
+            except ValueError:
+                continue
+            if isinstance(decoded, dict):
+                found.append(decoded)
     return found
 
 
 def printed_results(executed_nb) -> dict:
-    """The values an executed notebook's experiment printed (the union of its results lines)."""
+    """The values an executed notebook's experiment printed (the union of its results lines; a later
+    line wins). A cell's standard output is joined before it is read: the kernel may send a line in pieces."""
     values = {}
     for cell in executed_nb.cells:
         if cell.cell_type != "code":
             continue
-        for output in cell.get("outputs", []):
-            if output.get("output_type") == "stream" and output.get("name") == "stdout":
-                for found in parse_results(output.get("text", "")):
-                    values.update(found)
+        text = "".join(output.get("text", "") for output in cell.get("outputs", [])
+                       if output.get("output_type") == "stream" and output.get("name") == "stdout")
+        for found in parse_results(text):
+            values.update(found)
     return values
 
 
@@ -194,8 +199,8 @@ def results_text(assignment: str, results: dict) -> str:
                 "(which has no randomness to seed) measured:")
     lines = [lead, ""]
     lines += [f"- {v.label}: {_range_text(v, measured[v.key], seeds[0])}" for v in experiment.values]
-    lines += ["", "A correct answer lands in "
-              + ("these ranges, widened on each side " if experiment.seeded else "these values, widened on each side ")
+    lines += ["", "The values of a correct answer (on the `results:` line that the cells above print) land in "
+              + ("these ranges, widened on each side " if experiment.seeded else "intervals around these values, widened ")
               + f"{experiment.margin_reason}; these are the intervals the course's tests check:", ""]
     for v in experiment.values:
         low, high = results["intervals"][v.key]
@@ -203,9 +208,10 @@ def results_text(assignment: str, results: dict) -> str:
         lines.append(f"- {v.label}: between {v.show(low)} and {v.show(high)}{widened}")
     first = runs[0]
     machine = results["machine"]
-    lines += ["", f"The run{' of seed ' + str(first['seed']) if experiment.seeded else ''} took "
-              f"{first['wall_seconds']:.0f} s ({first['cpu_seconds']:.0f} s of CPU time) on the course's build machine "
-              f"({machine}), measured on {results['measured_on']}; your own run prints its time."]
+    lines += ["", f"The experiment's cells{' with seed ' + str(first['seed']) if experiment.seeded else ''} took "
+              f"{first['wall_seconds']:.0f} s in all ({first['cpu_seconds']:.0f} s of CPU time) on the course's build "
+              f"machine ({machine}), measured on {results['measured_on']}; on your computer the cells print their own "
+              f"times."]
     return "\n".join(lines)
 
 

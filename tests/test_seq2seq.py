@@ -383,6 +383,28 @@ def test_train_seq2seq_same_seed_same_history_and_global_rng_restored(corpus):
     assert first["valid_step"].shape == (0,) and first["valid_loss"].shape == (0,)
 
 
+
+def test_train_seq2seq_schedule_scales_each_steps_learning_rate(corpus):
+    """``schedule(step)`` multiplies Adam's rate at each step: a factor of 0 leaves every weight as it was, a factor
+    of 1 is the constant rate, and a factor of 0 after step 4 leaves the weights of step 4 unchanged."""
+    sources, targets = (s[:100] for s in corpus.ids("train"))
+    base = small_model(corpus, "dot", seed=1)
+    def trained(steps, schedule):
+        model = copy.deepcopy(base)
+        history = train_seq2seq(model, sources, targets, steps=steps, batch_size=8, lr=1e-2, seed=2,
+                                progress=False, schedule=schedule)
+        return model, history
+    frozen, _ = trained(6, lambda step: 0.0)
+    assert all(torch.equal(a, b) for a, b in zip(frozen.parameters(), base.parameters()))
+    constant, history = trained(6, None)
+    ones, same = trained(6, lambda step: 1.0)
+    assert np.array_equal(history["loss"], same["loss"])
+    assert all(torch.equal(a, b) for a, b in zip(constant.parameters(), ones.parameters()))
+    four, _ = trained(4, None)
+    stopped, _ = trained(6, lambda step: 1.0 if step <= 4 else 0.0)
+    assert all(torch.allclose(a, b) for a, b in zip(four.parameters(), stopped.parameters()))
+
+
 TRAIN_ERRORS = {
     "steps 0": (dict(steps=0), r"steps must be a positive integer"),
     "eval_every 0": (dict(eval_every=0), r"eval_every must be a positive integer"),

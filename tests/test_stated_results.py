@@ -104,3 +104,20 @@ def test_the_self_study_scoring_table_adds_up_to_each_problem_sets_points(root):
         total = sum(int(part.split("` ")[1].split(" (")[0]) for part in functions)
         assert total + int(cells[2]) == int(cells[3]) == 100 and cells[2] == "15", row
     assert "split evenly" not in text
+
+
+@pytest.mark.parametrize("assignment", [f"ps0{n}" for n in range(1, 9)])
+def test_each_problem_sets_points_table_gives_its_graded_cells_points(root, assignment):
+    """The table at the top of each problem set (typed with the notebook) gives each function the points of its
+    visible and hidden test cells, and the written question the points of its hand-graded cells."""
+    name = next(p.name for p in (root / "solutions").iterdir() if p.name.startswith(assignment))
+    points = scoring.points(name, root)
+    path, = solution_notebooks(name, root)
+    intro = nbformat.read(path, as_version=4).cells[0].source
+    table = {}
+    for line in intro.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and len(cells) >= 3 and cells[-1].isdigit():
+            table[cells[0].strip("`")] = int(cells[-1])
+    assert table.pop("written question") == points.written
+    assert table == {f: v + h for f, (v, h) in points.functions.items()}

@@ -28,7 +28,7 @@ from course_tools import course_calendar, edition, exercises, install_cells, pub
 from course_tools import student_install
 from course_tools.install_cells import normalize, pins
 
-NOT_IMPORTED = {"myst_nb"}  # the chapters' `glue`: the chapter notebooks' first cell stands in for it
+NOT_IMPORTED = set()  # the chapters' `glue` is course_lib.notebook's, so nothing of the book build
 
 
 def _student(root: Path) -> dict[str, str]:
