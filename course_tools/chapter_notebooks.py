@@ -32,8 +32,8 @@ import nbformat
 from . import ROOT
 from .citations import read_bibliography
 from .edition import revealed_keys, wheel_name
-from .exercises import assignments, find_exercises, library_dir, owners
-from .install_cells import install_code, new_install_cells, revealed_text, set_number
+from .exercises import assignments, find_exercises, library_dir, owners, set_number
+from .install_cells import install_code, new_install_cells, revealed_text
 from .plain_markdown import Book, render
 from .site_config import EDITIONS, PublicTreeError, read_config, read_site
 

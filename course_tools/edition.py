@@ -19,6 +19,7 @@ import shutil
 from pathlib import Path
 
 from . import ROOT
+from .edition_names import edition_number, edition_version, wheel_name  # noqa: F401 (the names live there)
 from .exercises import BEGIN, END, STUB, Exercise, assignments, find_exercises, library_dir, owners
 
 PYPROJECT = """\
@@ -98,27 +99,6 @@ def with_import(text: str) -> str:
             break
     lines = text.splitlines(keepends=True)
     return "".join(lines[:at]) + ("\n" if at else "") + IMPORT + "".join(lines[at:])
-
-
-def edition_number(assignment: str, root: Path = ROOT) -> int:
-    """The edition that students and the grader of ``assignment`` use: all earlier ones revealed."""
-    names = assignments(root)
-    if assignment not in names:
-        raise ValueError(f"unknown assignment {assignment!r}; the assignments are {names}")
-    return names.index(assignment)
-
-
-def edition_version(number: int, root: Path = ROOT) -> str:
-    """The version of edition ``number``: course_lib's, with the local label ``+student<number>``."""
-    import tomllib
-
-    project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    return re.sub(r"[^0-9.]", "", project["version"]) + f"+student{number}"
-
-
-def wheel_name(number: int, root: Path = ROOT) -> str:
-    """The file name of the wheel of edition ``number`` (what ``pip wheel`` of the edition writes)."""
-    return f"course_lib-{edition_version(number, root)}-py3-none-any.whl"
 
 
 def write_edition(out_dir: Path, number: int, root: Path = ROOT) -> Path:

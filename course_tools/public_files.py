@@ -15,8 +15,9 @@ from pathlib import Path
 from . import ROOT
 from .course_calendar import Calendar
 from .edition import edition_number
-from .exercises import assignments
-from .install_cells import NO_DEPS_FILE, normalize, pins, revealed_text, set_number
+from .exercises import assignments, set_number
+from .install_cells import revealed_text
+from .student_install import NO_DEPS_FILE, normalize, pins
 from .site_config import EDITIONS, PublicTreeError, Site
 from .student_install import STUDENT_FILE, TORCH_CPU_INDEX, environment_steps, explanation, install_block
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import ROOT
-from .edition import wheel_name
+from .edition_names import wheel_name
 
 EDITIONS = "_static/editions"  # where the wheels live, in the tree and in the built book
 

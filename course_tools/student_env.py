@@ -7,7 +7,7 @@ lines, with the book's URL replaced by a local HTTP server that serves the publi
 holds ``_static/`` exactly as the built site serves it), in a fresh virtual environment
 ``_build/student_env/venv``, and writes a Jupyter kernel spec for it. The environment is kept
 while its fingerprint (the lines, and the bytes of every file they fetch from the site) is the
-same, and made anew when it changes.
+same; a new wheel of course_lib is installed again into it, new requirements make it anew.
 
 When a build reveals every answer (the self-study build), its newest edition is the complete
 course_lib, and ``tasks.py book`` executes the chapters in this environment
@@ -119,9 +119,12 @@ def write_kernel(python: Path, home: Path = HOME) -> Path:
 def ensure(public: Path, edition: int, home: Path = HOME, root: Path = ROOT, base_python: str | None = None) -> Path:
     """The students' environment for ``edition``, made from the pages' install lines against ``public``.
 
-    Kept when its fingerprint matches; otherwise ``home`` is emptied and the environment made anew
-    with ``base_python -m venv`` (default: this interpreter's base, Python 3.11) and the lines,
-    served over HTTP from ``public``. Returns the kernel folder for ``JUPYTER_PATH``.
+    Each line has a fingerprint (the line and the bytes of what it fetches). When the first line's
+    (the requirements) changed, ``home`` is emptied and the environment made anew with
+    ``base_python -m venv`` (default: this interpreter's base, Python 3.11) and every line; when
+    only a later one's changed (a new wheel of course_lib, same version), that line runs again with
+    ``--force-reinstall``. The lines fetch from ``public`` served over HTTP. Returns the kernel
+    folder for ``JUPYTER_PATH``.
 
     Raises:
         subprocess.CalledProcessError: a line failed to install (pip's output is on the console).
@@ -130,22 +133,27 @@ def ensure(public: Path, edition: int, home: Path = HOME, root: Path = ROOT, bas
 
     site = read_site(root)
     lines = page_lines(edition, root)
-    files = fetched_files(lines, site.book_url, public)
-    wanted = fingerprint(lines, files)
-    stamp = home / "fingerprint"
     python = venv_python(home)
-    if stamp.exists() and stamp.read_text() == wanted and python.exists():
+    stamps = [home / f"fingerprint-line{n}" for n in range(1, len(lines) + 1)]
+    wanted = [fingerprint([line], fetched_files([line], site.book_url, public)) for line in lines]
+    done = [stamp.exists() and stamp.read_text() == want for stamp, want in zip(stamps, wanted)]
+    if all(done) and python.exists():
         return write_kernel(python, home)
     started = time.time()
-    shutil.rmtree(home, ignore_errors=True)
-    home.mkdir(parents=True)
-    base = base_python or getattr(sys, "_base_executable", None) or sys.executable
-    subprocess.run([base, "-m", "venv", str(home / "venv")], check=True, stdout=sys.stderr)
+    if not (done[0] and python.exists()):  # the requirements changed: a fresh environment
+        shutil.rmtree(home, ignore_errors=True)
+        home.mkdir(parents=True)
+        base = base_python or getattr(sys, "_base_executable", None) or sys.executable
+        subprocess.run([base, "-m", "venv", str(home / "venv")], check=True, stdout=sys.stderr)
+        done = [False] * len(lines)
     with serve(public) as served:
-        for line in local_lines(lines, site.book_url, served):
-            print("+", line, file=sys.stderr, flush=True)
-            subprocess.run(pip_command(python, line), check=True, env=_clean_env(), stdout=sys.stderr)
-    stamp.write_text(wanted)
+        for line, stamp, want, ok in zip(local_lines(lines, site.book_url, served), stamps, wanted, done):
+            if ok:
+                continue
+            again = ["--force-reinstall"] if stamp.exists() else []  # a new wheel of the same version
+            print("+", line, *again, file=sys.stderr, flush=True)
+            subprocess.run(pip_command(python, line) + again, check=True, env=_clean_env(), stdout=sys.stderr)
+            stamp.write_text(want)
     print(f"the students' environment (edition {edition}) made from the pages' install lines "
           f"in {time.time() - started:.0f} s", file=sys.stderr, flush=True)
     return write_kernel(python, home)

@@ -14,6 +14,7 @@ torch from PyTorch's own index as an optional first step (:func:`cpu_torch_line`
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from . import ROOT
@@ -22,10 +23,27 @@ from .site_config import Site
 STUDENT_FILE = "requirements-student.txt"  # at the repository's top; the tree has it there and at SERVED_AT
 SERVED_AT = f"_static/{STUDENT_FILE}"  # where the built book serves it
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+NO_DEPS_FILE = "requirements-nodeps.txt"  # packages installed without their dependencies, for their data files
 NOT_FOR_STUDENTS = {"jupyter-book", "sphinx", "sphinx-mathjax-offline", "nbgrader", "nbclient", "nbformat",
                     "cloudpickle", "distributed", "dask", "locket", "msgpack", "partd", "tblib", "toolz", "zict",
                     "pgserver", "psycopg2-binary", "fasteners", "pytest", "selenium"}
 """Pinned in ``requirements.txt`` for the book build, the grader and the tests; never in the students' file."""
+
+
+def pins(root: Path = ROOT, name: str = "requirements.txt") -> dict[str, str]:
+    """``{normalized name: requirement line}`` of the pinned lines of requirements.txt (or of file ``name``)."""
+    pinned = {}
+    for line in (root / name).read_text(encoding="utf-8").splitlines():
+        line = line.split("#", 1)[0].strip()
+        match = re.match(r"([A-Za-z0-9_.-]+)\s*==", line)
+        if match:
+            pinned[normalize(match.group(1))] = line
+    return pinned
+
+
+def normalize(name: str) -> str:
+    """A package name as pip compares it: ``Foo_Bar.baz`` -> ``foo-bar-baz``."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def requirements_url(site: Site) -> str:
@@ -35,8 +53,6 @@ def requirements_url(site: Site) -> str:
 
 def no_deps_packages(root: Path = ROOT) -> list[str]:
     """The pinned lines of ``requirements-nodeps.txt`` (``["scattertext==0.2.2"]``)."""
-    from .install_cells import NO_DEPS_FILE, pins
-
     return list(pins(root, NO_DEPS_FILE).values())
 
 
@@ -57,8 +73,6 @@ def install_block(site: Site, edition: int, root: Path = ROOT) -> str:
 
 def cpu_torch_line(root: Path = ROOT) -> str:
     """The optional first line on Linux: the CPU build of the pinned torch from PyTorch's index."""
-    from .install_cells import pins
-
     return f"pip install {pins(root, STUDENT_FILE)['torch']} --index-url {TORCH_CPU_INDEX}"
 
 
@@ -85,7 +99,7 @@ def self_study_install(site: Site, editions: list[int], root: Path = ROOT) -> st
     """The install section the self-study page includes: the lines for problem set 1, and which
     edition to install to work on and to check each problem set (of ``editions``, those published)."""
     from .exercises import assignments
-    from .install_cells import set_number
+    from .exercises import set_number
     names = assignments(root)
     first = min(editions)
     rows = []

@@ -35,9 +35,45 @@ def root() -> Path:
     return ROOT
 
 
+BOOK_LOG = ROOT / "_build" / "book-for-tests.log"
+"""What the book build of a test session printed (``tasks.py book``)."""
+_book: dict = {}  # "process": the build of this session, started when the tests that read it are collected
+
+
+def _uses_book(item) -> bool:
+    return "html" in getattr(item, "fixturenames", ())
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(session, config, items):
+    """The tests that read the built book run last: the build starts in the background as soon as they
+    are collected (:func:`pytest_collection_finish`), and every other test runs meanwhile, on the core
+    the build leaves idle while pip installs the students' environment, Sphinx writes the pages or
+    only one chapter is left to execute."""
+    items[:] = [item for item in items if not _uses_book(item)] + [item for item in items if _uses_book(item)]
+
+
+def pytest_collection_finish(session):
+    if not session.config.option.collectonly and any(_uses_book(item) for item in session.items):
+        _start_book()
+
+
+def _start_book() -> subprocess.Popen:
+    """``tasks.py book`` in the background, its output into :data:`BOOK_LOG`."""
+    if "process" not in _book:
+        BOOK_LOG.parent.mkdir(parents=True, exist_ok=True)
+        with open(BOOK_LOG, "w", encoding="utf-8") as log:
+            _book["process"] = subprocess.Popen([sys.executable, str(ROOT / "tasks.py"), "book"], cwd=ROOT,
+                                                stdout=log, stderr=subprocess.STDOUT, env=tool_env())
+    return _book["process"]
+
+
 @pytest.fixture(scope="session")
 def html(root) -> Path:
-    """The book, built once per test session with the README's command (``tasks.py book``)."""
-    result = run([str(root / "tasks.py"), "book"], cwd=root, check=False)
-    assert result.returncode == 0, f"the book build failed:\n{result.stdout[-6000:]}\n{result.stderr[-3000:]}"
+    """The book, built once per test session with the README's command (``tasks.py book``), in the
+    background from the start of the session; this waits for it."""
+    process = _start_book()
+    returncode = process.wait()
+    output = BOOK_LOG.read_text(encoding="utf-8", errors="replace")
+    assert returncode == 0, f"the book build failed (log: {BOOK_LOG}):\n{output[-8000:]}"
     return root / "_build" / "html"

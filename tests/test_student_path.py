@@ -174,8 +174,18 @@ def test_each_problem_set_runs_top_to_bottom_from_its_page(problem_sets, name):
 def test_each_problem_set_lands_where_its_page_says(problem_sets, name):
     from course_tools import stated_results
 
-    problems = stated_results.stated_result_problems(name, problem_sets[name])
+    nb = problem_sets[name]
+    if name in stated_results.EXPERIMENTS:
+        assert stated_results.results_cells(nb, name), f"{name}'s page states its measured results"
+    problems = stated_results.stated_result_problems(name, nb)
     assert not problems, "\n".join(problems)
+    printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" and not c.metadata.get("nbgrader")
+                      for o in c.get("outputs", []) if o.output_type == "stream")
+    if name == "ps07_gpt":
+        assert "beam search" in printed and "sample 3" in printed, "the generation cell printed its continuations"
+    if name == "ps08_bert":
+        agree = re.search(r"agrees with transformers' on (\d+) of (\d+) review sentences", printed)
+        assert agree and agree.group(1) == agree.group(2), "the tokenizer of the solution's wordpiece_word agrees on every sentence"
 
 
 def test_a_chapter_with_an_unrevealed_exercise_stops_with_one_clear_message(built, root, tmp_path):
