@@ -40,17 +40,32 @@ BOOK_LOG = ROOT / "_build" / "book-for-tests.log"
 _book: dict = {}  # "process": the build of this session, started when the tests that read it are collected
 
 
+GRADING_FILES = {"test_cluster_grading.py", "test_grading.py", "test_loaded_grading.py", "test_one_mistake.py",
+                 "test_probe_runner.py", "test_redteam.py", "test_redteam_later.py", "test_sandbox.py"}
+"""The tests that grade in sandboxes or time their limits: they run after the book is built, as before the
+build ran in the background (their feedback runs were seen to end early, once, beside a book build)."""
+
+
 def _uses_book(item) -> bool:
     return "html" in getattr(item, "fixturenames", ())
 
 
+def _order(item) -> int:
+    """0: runs while the book builds; 1: reads the built book; 2: grades, once the build is done."""
+    if _uses_book(item):
+        return 1
+    return 2 if item.path.name in GRADING_FILES else 0
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session, config, items):
-    """The tests that read the built book run last: the build starts in the background as soon as they
-    are collected (:func:`pytest_collection_finish`), and every other test runs meanwhile, on the core
-    the build leaves idle while pip installs the students' environment, Sphinx writes the pages or
-    only one chapter is left to execute."""
-    items[:] = [item for item in items if not _uses_book(item)] + [item for item in items if _uses_book(item)]
+    """The build starts in the background as soon as the tests that read the book are collected
+    (:func:`pytest_collection_finish`); the tests of course_lib, the single source and the public tree
+    run meanwhile, on the core the build leaves idle while pip installs the students' environment,
+    Sphinx writes the pages or only one chapter is left to execute; then the tests that read the book;
+    then the grading tests, on a machine the build no longer loads. The order within each group is kept."""
+    if any(_uses_book(item) for item in items):
+        items[:] = sorted(items, key=_order)  # stable
 
 
 def pytest_collection_finish(session):
