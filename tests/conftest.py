@@ -40,10 +40,10 @@ BOOK_LOG = ROOT / "_build" / "book-for-tests.log"
 _book: dict = {}  # "process": the build of this session, started when the tests that read it are collected
 
 
-GRADING_FILES = {"test_cluster_grading.py", "test_grading.py", "test_loaded_grading.py", "test_one_mistake.py",
-                 "test_probe_runner.py", "test_redteam.py", "test_redteam_later.py", "test_sandbox.py"}
-"""The tests that grade in sandboxes or time their limits: they run after the book is built, as before the
-build ran in the background (their feedback runs were seen to end early, once, beside a book build)."""
+GRADING_FILES = {"test_redteam.py", "test_redteam_later.py"}
+"""The red team's batches run after the book is built: beside the background build, one hostile submission's
+feedback run was seen to end early once (its score unchanged). The other grading tests run while it builds,
+as a busy grading machine would."""
 
 
 def _uses_book(item) -> bool:
@@ -51,7 +51,7 @@ def _uses_book(item) -> bool:
 
 
 def _order(item) -> int:
-    """0: runs while the book builds; 1: reads the built book; 2: grades, once the build is done."""
+    """0: runs while the book builds; 1: reads the built book; 2: the red team, once the build is done."""
     if _uses_book(item):
         return 1
     return 2 if item.path.name in GRADING_FILES else 0
@@ -60,10 +60,10 @@ def _order(item) -> int:
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session, config, items):
     """The build starts in the background as soon as the tests that read the book are collected
-    (:func:`pytest_collection_finish`); the tests of course_lib, the single source and the public tree
-    run meanwhile, on the core the build leaves idle while pip installs the students' environment,
-    Sphinx writes the pages or only one chapter is left to execute; then the tests that read the book;
-    then the grading tests, on a machine the build no longer loads. The order within each group is kept."""
+    (:func:`pytest_collection_finish`); the other tests run meanwhile, on the core the build leaves idle
+    while pip installs the students' environment, Sphinx writes the pages or only one chapter is left to
+    execute; then the tests that read the book; then the red team's batches (:data:`GRADING_FILES`), on a
+    machine the build no longer loads. The order within each group is kept."""
     if any(_uses_book(item) for item in items):
         items[:] = sorted(items, key=_order)  # stable
 
