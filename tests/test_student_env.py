@@ -110,18 +110,6 @@ def test_install_lines_are_the_requirements_then_the_edition(root):
     assert student_install.cpu_torch_line(root) in student_install.explanation(root)
 
 
-@pytest.mark.parametrize("folder", ["solutions", "exercises"])
-def test_every_problem_set_page_shows_the_lines_of_its_edition(root, folder):
-    site = site_config.read_site(root)
-    for assignment in exercises.assignments(root):
-        number = edition.edition_number(assignment, root)
-        nb = nbformat.read(root / folder / assignment / f"{assignment}.ipynb", as_version=4)
-        note = next(c.source for c in nb.cells if c.metadata.get("course_edition") == install_cells.NOTE)
-        assert student_install.install_block(site, number, root) in note, assignment
-        assert "requirements.txt" not in note and "--extra-index-url" not in note, "the old advice is gone"
-        assert note.count("pip install -r") == 1 and note.count("--no-deps") == 1, assignment
-
-
 def test_readme_and_self_study_page_show_the_lines(root):
     site = site_config.read_site(root)
     every = course_calendar.self_study(root)
