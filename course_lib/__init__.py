@@ -36,14 +36,16 @@ that follow the book:
   :mod:`course_lib.training` (what the training loops return, contexts that
   restore global state), :mod:`course_lib.progress` (progress bars),
   :mod:`course_lib.activations` (activation functions and a stable log-softmax),
-  :mod:`course_lib.plotting` (the figures the chapters draw and the book's figure style),
+  :mod:`course_lib.seeds` (an experiment run over several seeds: every run, the mean and its
+  95 % interval, from chapter 5 on), :mod:`course_lib.plotting` (the figures the chapters draw
+  and the book's figure style),
   :mod:`course_lib.diagrams` (the architecture diagrams),
   :mod:`course_lib.testing` (the checks the assignments' test cells call),
   :mod:`course_lib.notebook` (glued values and a clean stop, for a chapter run as a
   notebook) and :mod:`course_lib.unrevealed` (the error a student edition raises for an
   answer it does not reveal).
 
-**Shape letters.** Every shape in a docstring or in a ``# (B, T, H)`` comment is
+**Shape letters.** The book's :doc:`/notation` page gives the letters of the equations; every shape in a docstring or in a ``# (B, T, H)`` comment is
 written with these letters, and each letter has one meaning across the library.
 Sums and products are written out (``(G*H, I)``, ``(B, T, 2H)``,
 ``(L + 1, B, T, 2H)``), ``...`` stands for any number of axes, and a lower-case

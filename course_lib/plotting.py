@@ -249,3 +249,34 @@ def attention_heads(weights, source: Sequence[str], output: Sequence[str], axes=
         ax.set_xlabel(source_label)
     axes[0].set_ylabel(output_label)
     return axes
+
+
+def seed_spread(spreads: dict, ax=None, title: str = "", ylabel: str = "", scale: float = 1.0):
+    """Every run of each setting as a point, beside its mean and 95 % interval. Chapters 5-8.
+
+    Args:
+        spreads: label -> a :class:`course_lib.seeds.Spread` (anything with ``values``, ``mean``,
+            ``low``, ``high``); drawn left to right in the dict's order.
+        ax: the axes to draw on, or ``None`` for a new figure.
+        title, ylabel: the axes' title and y label.
+        scale: multiplies every number (100 for percent).
+
+    Returns:
+        the ``Axes``.
+    """
+    if not spreads:
+        raise ValueError("spreads must hold at least one setting")
+    ax = _axes(ax, (1.2 + 1.1 * len(spreads), 3.2))
+    for x, (label, s) in enumerate(spreads.items()):
+        values = scale * np.asarray(s.values, dtype=float)
+        offsets = np.linspace(-0.12, 0.12, len(values)) if len(values) > 1 else np.zeros(1)
+        ax.scatter(x - 0.15 + offsets, values, s=16, color="0.45", zorder=3,
+                   label="one run" if x == 0 else None)
+        ax.errorbar(x + 0.15, scale * s.mean, yerr=[[scale * (s.mean - s.low)], [scale * (s.high - s.mean)]],
+                    fmt="o", color="C0", capsize=4, zorder=4, label="mean, 95 % interval" if x == 0 else None)
+    ax.set_xticks(range(len(spreads)), list(spreads))
+    ax.set_xlim(-0.6, len(spreads) - 0.4)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(loc="best", fontsize="small")
+    return ax

@@ -69,6 +69,15 @@ NO_ARRAYS = {"course_lib.notebook.glue", "course_lib.notebook.stop_at_unrevealed
     "course_lib.attention.number_phrases.english_tokens",  # words of a number
     "course_lib.attention.number_phrases.german_tokens",
     "course_lib.attention.number_phrases.load_number_translation",  # a corpus object
+    "course_lib.attention.number_phrases.load_length_split",
+    "course_lib.seeds.separated",  # two Spreads -> a bool
+    "course_lib.seeds.compare",  # two Spreads -> a word
+    "course_lib.seeds.Spread.text",  # a str
+    "course_lib.seeds.Spread.mean",  # a float
+    "course_lib.seeds.Spread.n",  # an int
+    "course_lib.seeds.proportion",  # two ints -> a Spread
+    "course_lib.seeds.over_seeds",  # an experiment -> Spreads
+    "course_lib.plotting.seed_spread",  # Spreads -> Axes
     "course_lib.diagrams.canvas",  # drawing primitives: coordinates and text, no arrays
     "course_lib.diagrams.box",
     "course_lib.diagrams.arrow",

@@ -242,3 +242,48 @@ def test_load_errors(change, match):
 def test_ids_of_an_unknown_split(corpus):
     with pytest.raises(ValueError, match=r"split must be one of \['test', 'train', 'valid'\], got 'dev'"):
         corpus.ids("dev")
+
+
+@pytest.fixture(scope="module")
+def length_split():
+    from course_lib.attention.number_phrases import load_length_split
+    return load_length_split(n_train=3000, n_valid=100, n_test=200, n_long=200)
+
+
+def test_length_split_trains_short_and_tests_longer(length_split):
+    words = {k: [len(s) for s in v] for k, v in length_split.source.items()}
+    assert {k: len(v) for k, v in words.items()} == {"train": 3000, "valid": 100, "test": 200, "long": 200}
+    assert max(words["train"] + words["valid"] + words["test"]) <= 10
+    assert min(words["long"]) >= 13 and max(words["long"]) == 17
+    numbers = {k: set(v.tolist()) for k, v in length_split.numbers.items()}
+    assert set(range(1, 1000)) <= numbers["train"]
+    for a in numbers:
+        for b in numbers:
+            assert a == b or not numbers[a] & numbers[b], (a, b)
+    # every long target is longer than every training target: the decoder reaches new positions
+    longest_train = max(len(t) for t in length_split.target["train"])
+    assert min(len(t) for t in length_split.target["long"]) > longest_train
+    # and yet no word of a long phrase is new
+    src, tgt = length_split.ids("long")
+    assert len(src) == 200 and all(t[0] == 1 and t[-1] == 2 for t in tgt)
+
+
+def test_length_split_is_the_phrases_of_its_numbers_and_repeatable(length_split):
+    from course_lib.attention.number_phrases import load_length_split
+    for n, s, t in zip(length_split.numbers["long"][:20], length_split.source["long"], length_split.target["long"]):
+        assert s == english_tokens(int(n)) and t == german_tokens(int(n))
+    again = load_length_split.__wrapped__(n_train=3000, n_valid=100, n_test=200, n_long=200)
+    assert all(np.array_equal(again.numbers[k], length_split.numbers[k]) for k in again.numbers)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(max_train_words=4), "at least 5"),
+    (dict(max_train_words=10, min_long_words=10), "more than max_train_words"),
+    (dict(min_long_words=18), "at most 17"),
+    (dict(n_train=999), "at least 1000"),
+    (dict(n_long=0), "n_long"),
+])
+def test_length_split_errors(kwargs, match):
+    from course_lib.attention.number_phrases import load_length_split
+    with pytest.raises(ValueError, match=match):
+        load_length_split(**kwargs)

@@ -13,10 +13,11 @@ word, which :func:`german_tokens` cuts into its parts (*drei hundert vier und
 zwanzig*). Both sides are lower-cased; English hyphens and commas become word
 breaks. See :doc:`/chapters/ch05_attention`.
 
-**The split.** Every number below 1000 is in the training set (the words of
+**The splits.** :func:`load_number_translation`: every number below 1000 is in the training set (the words of
 the language); the validation and test sets hold numbers from 1000 to
 999 999 999 that appear nowhere else, so a correct test translation cannot be
-remembered, only composed.
+remembered, only composed. :func:`load_length_split` tests more: it trains on short
+phrases only and tests on longer ones, at positions no training sentence reached.
 """
 
 from __future__ import annotations
@@ -95,7 +96,8 @@ class NumberTranslation:
     """The English-to-German number corpus, split and encoded. Chapter 5.
 
     Attributes:
-        numbers: ``{"train", "valid", "test"}`` -> ``(N,)`` int64 arrays of the numbers of each split.
+        numbers: split name (``"train"``, ``"valid"``, ``"test"``, and ``"long"`` for
+            :func:`load_length_split`) -> ``(N,)`` int64 arrays of the numbers of each split.
         source: the same keys -> lists of English token lists.
         target: the same keys -> lists of German token lists.
         source_vocab, target_vocab: vocabularies with ``<pad>`` as id 0, then ``<bos>`` and ``<eos>``.
@@ -132,14 +134,16 @@ def _vocabulary(sentences) -> Vocabulary:
     return Vocabulary(ordered.words + words.words, np.concatenate([ordered.counts, words.counts]))
 
 
-def _draw(rng: np.random.Generator, count: int, exclude: set) -> list[int]:
-    """``count`` distinct numbers from 1000 up, not in ``exclude``, their digit counts (4 to 9) uniform."""
+def _draw(rng: np.random.Generator, count: int, exclude: set, keep=None) -> list[int]:
+    """``count`` distinct numbers from 1000 up, not in ``exclude``, their digit counts (4 to 9) uniform.
+
+    ``keep(n)``, if given, must also hold (a number that fails it is drawn again)."""
     out: list[int] = []
     taken = set(exclude)
     while len(out) < count:
         digits = int(rng.integers(4, 10))
         n = int(rng.integers(10 ** (digits - 1), 10 ** digits))
-        if n not in taken and _in_corpus(n):
+        if n not in taken and _in_corpus(n) and (keep is None or keep(n)):
             taken.add(n)
             out.append(n)
     return out
@@ -176,5 +180,72 @@ def load_number_translation(n_train: int = 20000, n_valid: int = 500, n_test: in
     rng.shuffle(train)
     numbers = {"train": np.array(train), "valid": np.array(valid), "test": np.array(test)}
     source = {k: [english_tokens(n) for n in v] for k, v in numbers.items()}
+    target = {k: [german_tokens(n) for n in v] for k, v in numbers.items()}
+    return NumberTranslation(numbers, source, target, _vocabulary(source["train"]), _vocabulary(target["train"]))
+
+
+@functools.lru_cache(maxsize=8)
+def load_length_split(max_train_words: int = 10, min_long_words: int = 13, n_train: int = 20000,
+                      n_valid: int = 500, n_test: int = 1000, n_long: int = 1000,
+                      seed: int = 0) -> NumberTranslation:
+    """Number phrases split by length: train on short English phrases, test on longer ones too. Chapters 5-6.
+
+    A model that has learned to translate number phrases, rather than the phrases of the
+    lengths it saw, keeps translating when they grow longer. The splits:
+
+    - ``"train"``: every number below 1000 and ``n_train - 999`` numbers from 1000 up whose
+      English phrase has at most ``max_train_words`` words;
+    - ``"valid"`` and ``"test"``: ``n_valid`` and ``n_test`` other numbers of those lengths
+      (unseen numbers, seen lengths);
+    - ``"long"``: ``n_long`` other numbers whose English phrase has at least ``min_long_words``
+      words (unseen numbers and unseen lengths: their German targets are longer than every
+      training target, so the decoder reaches positions it never reached in training).
+
+    Every word of the long phrases occurs in the short ones (the vocabularies are built from
+    ``"train"``). The sets of numbers are disjoint. Source and licence: see the module
+    (num2words, LGPL-2.1).
+
+    Args:
+        max_train_words: the longest English phrase of train, valid and test (at least 5).
+        min_long_words: the shortest English phrase of ``"long"``, more than ``max_train_words``
+            and at most 17 (the longest phrase of the corpus).
+        n_train, n_valid, n_test, n_long: the sizes of the splits (``n_train`` at least 1000).
+        seed: seeds the draw; the same arguments give the same corpus.
+
+    Returns:
+        a :class:`NumberTranslation` with splits ``"train"``, ``"valid"``, ``"test"`` and ``"long"``.
+    """
+    if checks.positive_int(max_train_words, "max_train_words") < 5:
+        raise ValueError(f"max_train_words must be at least 5 (every number below 1000 has up to 5 words), "
+                         f"got {max_train_words}")
+    if not max_train_words < checks.positive_int(min_long_words, "min_long_words") <= 17:
+        raise ValueError(f"min_long_words must be more than max_train_words ({max_train_words}) and at most 17, "
+                         f"got {min_long_words}")
+    if checks.positive_int(n_train, "n_train") < 1000:
+        raise ValueError(f"n_train must be at least 1000 (every number below 1000, then more), got {n_train}")
+    for value, name in ((n_valid, "n_valid"), (n_test, "n_test"), (n_long, "n_long")):
+        checks.positive_int(value, name)
+    rng = np.random.default_rng(seed)
+    english: dict[int, list[str]] = {}  # each number is written out once
+
+    def words(n):
+        if n not in english:
+            english[n] = english_tokens(n)
+        return len(english[n])
+
+    def short(n):
+        return words(n) <= max_train_words
+
+    def long(n):
+        return words(n) >= min_long_words
+
+    long_numbers = _draw(rng, n_long, set(), long)
+    test = _draw(rng, n_test, set(long_numbers), short)
+    valid = _draw(rng, n_valid, set(long_numbers) | set(test), short)
+    train = list(range(1, 1000)) + _draw(rng, n_train - 999, set(long_numbers) | set(test) | set(valid), short)
+    rng.shuffle(train)
+    numbers = {"train": np.array(train), "valid": np.array(valid), "test": np.array(test),
+               "long": np.array(long_numbers)}
+    source = {k: [english[n] if n in english else english_tokens(n) for n in v] for k, v in numbers.items()}
     target = {k: [german_tokens(n) for n in v] for k, v in numbers.items()}
     return NumberTranslation(numbers, source, target, _vocabulary(source["train"]), _vocabulary(target["train"]))
