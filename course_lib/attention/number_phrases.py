@@ -198,8 +198,8 @@ def load_length_split(max_train_words: int = 10, min_long_words: int = 13, n_tra
     - ``"valid"`` and ``"test"``: ``n_valid`` and ``n_test`` other numbers of those lengths
       (unseen numbers, seen lengths);
     - ``"long"``: ``n_long`` other numbers whose English phrase has at least ``min_long_words``
-      words (unseen numbers and unseen lengths: their German targets are longer than every
-      training target, so the decoder reaches positions it never reached in training).
+      words (unseen numbers and unseen lengths: nearly all their German targets are longer than
+      every training target, so the decoder must write at positions it never reached in training).
 
     Every word of the long phrases occurs in the short ones (the vocabularies are built from
     ``"train"``). The sets of numbers are disjoint. Source and licence: see the module

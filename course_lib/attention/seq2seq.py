@@ -2,8 +2,11 @@
 
 The encoder reads the source ``x_1..x_Tk`` into states ``h_1..h_Tk``. The plain
 decoder (Sutskever et al., 2014; Cho et al., 2014) starts from the last state
-``s_0 = h_Tk`` and must find everything there; the attention decoder (Bahdanau
-et al., 2015) also looks back at every ``h_i`` at every step::
+``s_0 = h_Tk`` and must find everything there; the attention decoder also looks
+back at every ``h_i`` at every step, as in Bahdanau et al. (2015), simplified: a
+one-way encoder, ``s_0 = h_Tk`` (theirs is ``tanh(W_s h_1)`` of the backward
+encoder) and a linear read-out of ``[s_t; c_t]`` (theirs also reads ``y_{t-1}``,
+through a maxout layer)::
 
     c_t, a_t = attention(s_{t-1}, h_1..h_Tk)          (context and weights)
     s_t      = GRUCell([embed(y_{t-1}); c_t], s_{t-1})
