@@ -102,9 +102,11 @@ class GPT(nn.Module):
     the residual stream ``N(0, (0.02 / sqrt(2L))^2)``, biases 0), except the token and
     position embeddings: ``N(0, 1/D)``, as chapter 6's
     :class:`~course_lib.transformer.embedding.TokenEmbedding`. At GPT-2's width,
-    ``D = 768``, the two are close (0.02 against 0.036); at ``D = 64`` an embedding of
-    std 0.02 is a sixth of ``D^-1/2``, and on chapter 7's characters the GPT then ends
-    1000 steps at a validation perplexity about 0.3 higher (two seeds each).
+    ``D = 768``, the two are close (0.02 against 0.036); at chapter 7's ``D = 48`` an
+    embedding of std 0.02 is a seventh of ``D^-1/2``. On chapter 7's characters (``D = 48``,
+    ``L = 2``, 600 steps of ``B = 16``, seeds 0 to 4 each) std 0.02 ended at a validation
+    perplexity of 9.19 (95 % interval 6.90 to 11.49; one run at 12.48) and ``D^-1/2`` at
+    7.73 (7.60 to 7.86): higher on every seed, but the intervals overlap.
 
     Args:
         config: a :class:`GPTConfig`.
