@@ -27,6 +27,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
+from course_lib import seeds
 from course_lib.bert import analysis, attention_heads, classifier, encoding, pretraining, pretraining_data
 from course_lib.bert.masking import IGNORE, mlm_mask
 from course_lib.bert.model import BertConfig, BertModel
@@ -475,6 +476,49 @@ def test_validation_from_cached_states_equals_predict_and_the_heads_are_bert_s(t
     torch.testing.assert_close(model(ids, segments, padding), model.head(mean), rtol=0, atol=1e-6)
 
 
+def test_keep_best_ends_with_the_parameters_of_the_best_validation_epoch(toy_tokenizer):
+    labels = [0, 1, 1, 0, 0, 1, 0, 0, 1, 1]
+    valid = (TOY_TEXTS[4:], labels[4:])
+    runs = {}
+    for keep_best in (False, True):
+        model = _toy_classifier(pooling="mean")
+        history = classifier.fine_tune(model, toy_tokenizer, TOY_TEXTS[:6], labels[:6], epochs=5, batch_size=2,
+                                       lr=5e-2, train_layers=1, valid=valid, progress=False, keep_best=keep_best)
+        runs[keep_best] = (model, history)
+    (plain, plain_history), (kept, kept_history) = runs[False], runs[True]
+    np.testing.assert_array_equal(plain_history["loss"], kept_history["loss"])  # the same training either way
+    np.testing.assert_array_equal(plain_history["valid_accuracy"], kept_history["valid_accuracy"])
+    scores = kept_history["valid_accuracy"]
+    best = int(np.argmax(scores))  # the first epoch with the highest accuracy
+    predicted, _ = classifier.predict(kept, toy_tokenizer, valid[0])
+    assert np.mean(predicted == np.array(valid[1])) == pytest.approx(scores[best])
+    same = [torch.equal(a, b) for a, b in zip(kept.parameters(), plain.parameters())]
+    assert all(same) == (best == len(scores) - 1), (best, scores)  # restored unless the last epoch was the best
+    with pytest.raises(ValueError, match="keep_best"):
+        classifier.fine_tune(_toy_classifier(), toy_tokenizer, TOY_TEXTS, labels, keep_best=True, progress=False)
+
+
+def test_paired_difference_matches_the_normal_approximation_and_cancels_shared_outcomes():
+    rng = np.random.default_rng(0)
+    n = 4000
+    a = rng.random(n) < 0.75
+    b = np.where(rng.random(n) < 0.8, a, rng.random(n) < 0.7)  # agrees with a on most texts
+    found = classifier.paired_difference(a, b, resamples=4000, seed=1)
+    d = a.astype(float) - b.astype(float)
+    assert found.values.tolist() == [d.mean()] and found.low < d.mean() < found.high
+    half = 1.96 * d.std(ddof=1) / np.sqrt(n)  # the interval of a mean of n paired differences
+    assert found.high - found.low == pytest.approx(2 * half, rel=0.1)
+    wilson = seeds.proportion(int(a.sum()), n)
+    assert found.high - found.low < wilson.high - wilson.low  # pairing removes the texts both get right or wrong
+    same = classifier.paired_difference(a, a)
+    assert (same.mean, same.low, same.high) == (0.0, 0.0, 0.0)
+    np.testing.assert_array_equal(classifier.paired_difference(a, b, seed=3).values, found.values)
+    with pytest.raises(ValueError, match="same length"):
+        classifier.paired_difference(a, b[:-1])
+    with pytest.raises(ValueError, match="0/1"):
+        classifier.paired_difference(a * 2, b)
+
+
 def test_pairwise_cosines_against_sklearn():
     from sklearn.metrics.pairwise import cosine_similarity
 
@@ -570,6 +614,27 @@ def test_head_similarity_against_scipy():
     assert sim[1, 3] == pytest.approx(expected, rel=1e-6)
     assert attention_heads.js_divergence(torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0])) == pytest.approx(
         math.log(2))
+
+
+def test_head_divergence_by_sentence_against_scipy_and_head_similarity():
+    from scipy.spatial.distance import jensenshannon
+
+    g = torch.Generator().manual_seed(1)
+    weights = torch.rand(2, 3, 2, 5, 5, generator=g).softmax(-1)  # (L, B, nh, T, T)
+    padding = torch.tensor([[True] * 3 + [False] * 2, [True] * 5, [True] * 2 + [False] * 3])
+    by_sentence = attention_heads.head_divergence_by_sentence(list(weights), padding)
+    assert by_sentence.shape == (3, 4, 4)
+    for b in range(3):
+        real = [q for q in range(5) if padding[b, q]]
+        head_1, head_3 = weights[0, b, 1].double().numpy(), weights[1, b, 1].double().numpy()  # (T, T) each
+        expected = np.mean([jensenshannon(head_1[q], head_3[q]) ** 2 for q in real])
+        assert by_sentence[b, 1, 3] == pytest.approx(expected, rel=1e-6) == by_sentence[b, 3, 1]
+        # one sentence alone gives head_similarity of that sentence
+        alone = attention_heads.head_similarity([w[b:b + 1] for w in weights], padding[b:b + 1])
+        np.testing.assert_allclose(by_sentence[b], alone, rtol=0, atol=1e-12)
+    whole = attention_heads.head_similarity(list(weights), padding)
+    weighted = np.average(by_sentence, axis=0, weights=padding.sum(1).numpy())
+    np.testing.assert_allclose(weighted, whole, rtol=0, atol=1e-12)
 
 
 def test_attention_patterns_on_hand_made_heads(toy_tokenizer):

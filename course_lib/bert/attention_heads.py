@@ -62,6 +62,37 @@ def head_similarity(attentions, padding) -> np.ndarray:
     return out + out.T
 
 
+def head_divergence_by_sentence(attentions, padding) -> np.ndarray:
+    """The mean Jensen-Shannon divergence between every two heads, sentence by sentence, ``(B, L*nh, L*nh)``. Chapter 8.
+
+    Entry ``[b, i, j]`` is :func:`head_similarity`'s entry for heads ``i`` and ``j``
+    computed on sentence ``b`` alone: the mean over the real query tokens of that
+    sentence. Averaging the ``B`` matrices weighted by each sentence's number of real
+    tokens gives :func:`head_similarity` of the whole batch. One value per sentence is
+    what a spread over sentences needs (chapter 8 compares heads of one layer with
+    heads of different layers sentence by sentence).
+
+    Args:
+        attentions: ``L`` tensors ``(B, nh, T, T)`` or one ``(L, B, nh, T, T)``.
+        padding: ``(B, T)`` bool, True on real tokens; every sentence needs one.
+    """
+    weights = _stack(attentions, padding)
+    layers, batch, heads = weights.shape[:3]
+    counts = padding.sum(dim=1)
+    if (counts == 0).any():
+        raise ValueError("every sentence needs at least one real token")
+    sentence = torch.arange(batch)[:, None].expand_as(padding)[padding]  # (N,) the sentence of each real query
+    rows = weights.permute(0, 2, 1, 3, 4)[:, :, padding]  # (L, nh, N, T): every real query token
+    rows = rows.reshape(layers * heads, rows.shape[2], rows.shape[3])  # (L*nh, N, T)
+    out = torch.zeros(batch, layers * heads, layers * heads, dtype=torch.float64)
+    for i in range(len(rows) - 1):
+        per_token = js_divergence(rows[i][None], rows[i + 1:])  # (L*nh - i - 1, N)
+        sums = torch.zeros(batch, per_token.shape[0], dtype=torch.float64).index_add_(0, sentence, per_token.T)
+        out[:, i, i + 1:] = sums / counts[:, None]
+    out = out + out.transpose(1, 2)
+    return out.numpy()
+
+
 def attention_patterns(attentions, ids, padding, tokenizer) -> dict[str, np.ndarray]:
     """For every head, the mean weight its queries give to ``[CLS]``, to ``[SEP]``, to the previous and the next token and to themselves. Chapter 8.
 

@@ -10,7 +10,8 @@ On a CPU, training all layers is slow. With ``train_layers=k`` only the top ``k`
 blocks, the pooler and the head learn; the embeddings and the ``L - k`` blocks below are
 frozen, so they are run once over the texts and their outputs cached
 (:func:`~course_lib.bert.encoding.encode_layers`), and every epoch starts from the
-cache. The frozen layers run without dropout. See :doc:`/chapters/ch08_bert`.
+cache. The frozen layers run without dropout. Two classifiers scored on the same test
+texts are compared by :func:`paired_difference`. See :doc:`/chapters/ch08_bert`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from course_lib.bert.model import BertModel
 from course_lib.bert.pooling import mean_pool
 from course_lib.bert.pretraining import linear_warmup_decay
 from course_lib.progress import progress_bar
+from course_lib.seeds import Spread
 from course_lib.training import TrainingHistory, eval_mode, optimizer_step, torch_seed
 
 POOLINGS = ("cls", "mean")
@@ -132,7 +134,8 @@ def _predict(model, inputs, batch_size):
 def fine_tune(model: BertClassifier, tokenizer, texts: Sequence[str], labels, epochs: int = 3, batch_size: int = 32,
               lr: float = 5e-5, warmup: float = 0.1, weight_decay: float = 0.01, max_length: int = 64,
               train_layers: int | None = None, valid: tuple | None = None, states=None, valid_states=None,
-              max_norm: float | None = 1.0, seed: int = 0, progress: bool = True) -> TrainingHistory:
+              max_norm: float | None = 1.0, seed: int = 0, progress: bool = True,
+              keep_best: bool = False) -> TrainingHistory:
     """Fine-tune a :class:`BertClassifier` on labelled texts: AdamW, linear warm-up and decay, length-sorted batches. Chapter 8.
 
     Every epoch visits the ``N`` texts once in batches of similar length
@@ -140,7 +143,9 @@ def fine_tune(model: BertClassifier, tokenizer, texts: Sequence[str], labels, ep
     ``train_layers=k < L`` only the top ``k`` blocks, the pooler and the head are
     trained: the texts' states at layer ``L - k`` are computed once (or taken from
     ``states``) and the lower layers never run again; ``model`` then returns the same
-    logits as if it had run them. After each epoch, ``valid`` is scored.
+    logits as if it had run them. After each epoch, ``valid`` is scored; with
+    ``keep_best`` the model ends with the trained parameters of the epoch that scored
+    highest on ``valid`` (the first such epoch), *early stopping* chosen on validation.
 
     Args:
         model: the classifier, trained in place.
@@ -155,6 +160,7 @@ def fine_tune(model: BertClassifier, tokenizer, texts: Sequence[str], labels, ep
         states, valid_states: optional cached states of layer ``L - k``: ``N`` tensors ``(T, D)``, ``T``
             the length of each text (from :func:`~course_lib.bert.encoding.encode_layers` with ``max_length``).
         seed: seeds the head's dropout and the batch order. progress: a progress bar.
+        keep_best: restore the best validation epoch's parameters at the end (needs ``valid``).
 
     Returns:
         a :class:`~course_lib.training.TrainingHistory`: ``"loss"``, ``"grad_norm"``, ``"lr"``
@@ -167,6 +173,8 @@ def fine_tune(model: BertClassifier, tokenizer, texts: Sequence[str], labels, ep
     layers = model.bert.config.layers
     if train_layers is not None and not 1 <= checks.positive_int(train_layers, "train_layers") <= layers:
         raise ValueError(f"train_layers must lie in 1..{layers} or be None, got {train_layers}")
+    if keep_best and valid is None:
+        raise ValueError("keep_best chooses an epoch on valid: pass valid=(texts, labels)")
     if not 0 <= warmup < 1:
         raise ValueError(f"warmup is a share of the steps in [0, 1), got {warmup!r}")
     start = 0 if train_layers is None else layers - train_layers
@@ -184,7 +192,7 @@ def fine_tune(model: BertClassifier, tokenizer, texts: Sequence[str], labels, ep
     per_epoch = len(length_batches(inputs.lengths, batch_size))
     schedule = linear_warmup_decay(int(warmup * epochs * per_epoch), epochs * per_epoch)
     history = {name: [] for name in ("loss", "grad_norm", "lr", "train_accuracy", "valid_accuracy")}
-    step = 0
+    step, best, best_state = 0, -1.0, None
     with torch_seed(seed), progress_bar(epochs * per_epoch, "fine-tuning", progress) as bar:
         for _ in range(epochs):
             model.train()
@@ -204,6 +212,12 @@ def fine_tune(model: BertClassifier, tokenizer, texts: Sequence[str], labels, ep
             if valid is not None:
                 predicted = _predict(model, valid_inputs, 2 * batch_size).argmax(-1)
                 history["valid_accuracy"].append(float((predicted == valid_labels).float().mean()))
+                if keep_best and history["valid_accuracy"][-1] > best:
+                    best, best_state = history["valid_accuracy"][-1], [p.detach().clone() for p in params]
+    if keep_best:
+        with torch.no_grad():
+            for p, kept in zip(params, best_state):
+                p.copy_(kept)
     if valid is None:
         del history["valid_accuracy"]
     return TrainingHistory(history)
@@ -221,3 +235,37 @@ def predict(model: BertClassifier, tokenizer, texts: Sequence[str], batch_size: 
     inputs = _Inputs(model, tokenizer, texts, layer, states, max_length, batch_size)
     probs = _predict(model, inputs, checks.positive_int(batch_size, "batch_size"))
     return probs.argmax(-1).numpy(), probs.numpy()
+
+
+def paired_difference(correct_a, correct_b, resamples: int = 2000, seed: int = 0) -> Spread:
+    """The difference of two accuracies on the same ``N`` test texts, with a paired bootstrap 95 % interval. Chapter 8.
+
+    ``d = mean(a) - mean(b)`` for the 0/1 outcomes ``a`` and ``b`` of two classifiers on
+    the same texts. The interval is the 2.5th to 97.5th percentile of ``d`` over
+    ``resamples`` resamplings of the ``N`` texts with replacement, each drawing the *same*
+    texts for both classifiers (Efron's bootstrap, paired): the texts that both get right
+    or both get wrong then cancel, so the interval is narrower than two separate Wilson
+    intervals (:func:`course_lib.seeds.proportion`) and says whether the two classifiers
+    differ on texts like these.
+
+    Args:
+        correct_a, correct_b: ``(N,)`` bools or 0/1, whether each classifier got each text right.
+        resamples: bootstrap draws, at least 100. seed: seeds the draws.
+
+    Returns:
+        a :class:`~course_lib.seeds.Spread` whose ``values`` is the observed ``d`` ``(1,)`` and whose
+        ``low`` and ``high`` are the percentile interval.
+    """
+    a, b = np.asarray(correct_a), np.asarray(correct_b)
+    if a.ndim != 1 or a.shape != b.shape or not len(a):
+        raise ValueError(f"correct_a and correct_b must be two (N,) arrays of the same length, got {a.shape} and "
+                         f"{b.shape}")
+    if not (np.isin(a, (0, 1)).all() and np.isin(b, (0, 1)).all()):
+        raise ValueError("correct_a and correct_b hold one 0/1 (or bool) outcome per text")
+    if checks.positive_int(resamples, "resamples") < 100:
+        raise ValueError(f"resamples must be at least 100 for a 95 % interval, got {resamples}")
+    d = a.astype(np.float64) - b.astype(np.float64)  # (N,) per text: +1, 0 or -1
+    draws = np.random.default_rng(seed).integers(0, len(d), size=(resamples, len(d)))  # (resamples, N)
+    means = d[draws].mean(axis=1)  # (resamples,)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return Spread(np.array([d.mean()]), (), float(low), float(high))

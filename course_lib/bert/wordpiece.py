@@ -1,9 +1,12 @@
 """WordPiece: BERT's basic tokenization, then greedy longest-match-first subwords with ``##`` continuations. Chapter 8.
 
-A text becomes tokens in two stages (Devlin et al., 2019; Wu et al., 2016):
+A text becomes tokens in two stages, as the ``BasicTokenizer`` and ``WordpieceTokenizer``
+of BERT's released ``tokenization.py`` (Devlin et al., 2019; the vocabulary's wordpieces
+are Wu et al.'s, 2016):
 
 1. *basic tokenization*: drop control characters and turn every kind of white space
-   into a space; put spaces around CJK ideographs (each one becomes a word); split on
+   into a space; put spaces around CJK unified ideographs (each one becomes a word;
+   Hangul and kana are not split, see ``_CJK``); split on
    white space; lower-case and strip accents (Unicode NFD, then drop the combining
    marks); split every punctuation character off as a word of its own.
 2. *WordPiece*: each word is cut into the longest prefix that is in the vocabulary,
@@ -25,7 +28,9 @@ import unicodedata
 from pathlib import Path
 from typing import Callable, Mapping
 
-# The CJK ideograph blocks that BERT treats as one word per character (Unicode code point ranges).
+# The CJK ideograph blocks that BERT treats as one word per character (Unicode code point ranges), those of
+# _is_chinese_char in BERT's tokenization.py: CJK Unified Ideographs, Extensions A to E, and the two CJK
+# Compatibility Ideographs blocks. Hangul, hiragana and katakana are not among them.
 _CJK = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
         (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
 
