@@ -65,9 +65,9 @@ def check_attention_inputs(query, key, value, mask) -> None:
 def scaled_dot_product_attention(query, key, value, mask=None):
     """Scaled dot-product attention: ``softmax(Q K^T / sqrt(hs) + M) V`` and the weights.
 
-    ``E = Q K^T / sqrt(hs)``, ``hs`` the size of a query; a bool ``mask`` sets the scores
+    ``S = Q K^T / sqrt(hs)``, ``hs`` the size of a query; a bool ``mask`` sets the scores
     where it is False to ``-inf`` (weight exactly 0), a float mask is added to the scores;
-    ``A = softmax(E)`` over the keys and ``output = A V``. Any leading axes (batch,
+    ``A = softmax(S)`` over the keys and ``output = A V``. Any leading axes (batch,
     heads) are carried along. Written with torch operations so that autograd gives
     every gradient; the arguments are not modified. Chapter 6, exercise of ps06.
 
