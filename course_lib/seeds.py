@@ -55,15 +55,20 @@ class Spread:
         """``N``, the number of runs."""
         return len(self.values)
 
-    def text(self, fmt: str = "{:.2f}", scale: float = 1.0) -> str:
+    def text(self, fmt: str = "{:.2f}", scale: float = 1.0, bounds: tuple | None = None) -> str:
         """The mean and interval as prose: ``"0.73 (95 % interval 0.71 to 0.75, 5 seeds)"``.
 
         Args:
             fmt: the format of each number; scale: multiplies every number first (100 for percent).
+            bounds: ``(least, most)`` the quantity can be, e.g. ``(0, 1)`` for an accuracy: the
+                interval is cut to it (a t interval over few runs can reach past 0 or 1).
         """
+        low, high = self.low, self.high
+        if bounds is not None:
+            low, high = max(low, bounds[0]), min(high, bounds[1])
         runs = f"{self.n} seeds" if self.seeds else f"{self.n} runs" if self.n > 1 else "one run"
-        return (f"{fmt.format(scale * self.mean)} (95 % interval {fmt.format(scale * self.low)} "
-                f"to {fmt.format(scale * self.high)}, {runs})")
+        return (f"{fmt.format(scale * self.mean)} (95 % interval {fmt.format(scale * low)} "
+                f"to {fmt.format(scale * high)}, {runs})")
 
     def __repr__(self) -> str:
         return f"Spread(mean={self.mean:.4g}, interval=[{self.low:.4g}, {self.high:.4g}], N={self.n})"

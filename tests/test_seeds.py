@@ -97,3 +97,11 @@ def test_seed_spread_draws_every_run_and_the_interval():
     assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "b"]
     with pytest.raises(ValueError, match="at least one"):
         plotting.seed_spread({})
+
+
+def test_text_cuts_the_interval_to_the_bounds_of_the_quantity():
+    s = seeds.spread([0.0, 0.02, 0.4], seeds=(0, 1, 2))
+    assert s.low < 0  # three runs this far apart reach past zero
+    assert "interval -" in s.text("{:.1%}")
+    assert s.text("{:.1%}", bounds=(0, 1)).startswith("14.0% (95 % interval 0.0% to ")
+    assert (s.low, s.high) == (seeds.spread([0.0, 0.02, 0.4]).low, seeds.spread([0.0, 0.02, 0.4]).high)
