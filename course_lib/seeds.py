@@ -60,12 +60,15 @@ class Spread:
 
         Args:
             fmt: the format of each number; scale: multiplies every number first (100 for percent).
-            bounds: ``(least, most)`` the quantity can be, e.g. ``(0, 1)`` for an accuracy: the
-                interval is cut to it (a t interval over few runs can reach past 0 or 1).
+            bounds: ``(least, most)`` the quantity can be, e.g. ``(0, 1)`` for an accuracy or
+                ``(0, None)`` for a loss (``None``: no bound on that side): the interval is cut to
+                it (a t interval over few runs can reach past 0 or 1).
         """
         low, high = self.low, self.high
         if bounds is not None:
-            low, high = max(low, bounds[0]), min(high, bounds[1])
+            least, most = bounds
+            low = low if least is None else max(low, least)
+            high = high if most is None else min(high, most)
         runs = f"{self.n} seeds" if self.seeds else f"{self.n} runs" if self.n > 1 else "one run"
         return (f"{fmt.format(scale * self.mean)} (95 % interval {fmt.format(scale * low)} "
                 f"to {fmt.format(scale * high)}, {runs})")

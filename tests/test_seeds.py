@@ -105,3 +105,4 @@ def test_text_cuts_the_interval_to_the_bounds_of_the_quantity():
     assert "interval -" in s.text("{:.1%}")
     assert s.text("{:.1%}", bounds=(0, 1)).startswith("14.0% (95 % interval 0.0% to ")
     assert (s.low, s.high) == (seeds.spread([0.0, 0.02, 0.4]).low, seeds.spread([0.0, 0.02, 0.4]).high)
+    assert seeds.spread([0.0, 0.01, 0.3]).text("{:.2f}", bounds=(0, None)).startswith("0.10 (95 % interval 0.00 to 0.")
