@@ -314,23 +314,35 @@ def run_feedback(namespace: dict, plan: dict, emit) -> None:
             os._exit(0)
     os.close(write_fd)
     pending, last, left = b"", None, MAX_FEEDBACK_BYTES
+
+    def take(chunk: bytes) -> None:
+        nonlocal pending, last, left
+        pending += chunk[:max(0, left)]
+        left -= len(chunk)
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            emit(line)
+            last = line
+
     deadline = STARTED + plan["limits"]["notebook_seconds"] - 3  # before the sandbox's own limit ends it all
     ended = None
     while ended is None and time.monotonic() < deadline:
         ready, _, _ = select.select([read_fd], [], [], 0.2)
         if ready:
-            chunk = os.read(read_fd, 1 << 20)
-            pending += chunk[:max(0, left)]
-            left -= len(chunk)
-            *lines, pending = pending.split(b"\n")
-            for line in lines:
-                emit(line)
-                last = line
+            take(os.read(read_fd, 1 << 20))
         done, status, _ = os.wait4(pid, os.WNOHANG)
         ended = status if done else None
     if ended is None:
         os.kill(pid, signal.SIGKILL)
         os.wait4(pid, 0)
+    else:
+        # The child may have written its last records and exited after the select above: read the pipe
+        # to its end (its only writer has exited) before judging whether every cell ran.
+        while select.select([read_fd], [], [], 1.0)[0]:
+            chunk = os.read(read_fd, 1 << 20)
+            if not chunk:
+                break
+            take(chunk)
     os.close(read_fd)
     if plan.get("sandboxed"):
         try:

@@ -213,7 +213,7 @@ def test_chapter_download_is_the_public_notebook_as_the_book_reads(html, root, n
     assert download.read_bytes() == (public / "chapters" / f"{name}.ipynb").read_bytes()
     nb = nbformat.reads(download.read_text(encoding="utf-8"), as_version=4)
     markdown = "\n\n".join(cell.source for cell in nb.cells if cell.cell_type == "markdown")
-    for raw in ("{cite", "{glue", "{numref", "{doc}", "{ref}", "```{", ":::{", ":class:", "see the book"):
+    for raw in ("{cite", "{glue", "{numref", "{doc}`", "{ref}`", "```{", ":::{", ":class:", "see the book"):
         assert raw not in markdown, f"{name}.ipynb: {raw!r} left in its Markdown"
     labels = set(re.findall(r'class="label"><span class="fn-bracket">\[</span>([^<]+)<', _page(html, "bibliography")))
     cited = re.findall(r"^- \*\*(.+?)\.\*\* ", nb.cells[-1].source, re.M)

@@ -15,6 +15,7 @@ import pickle
 import subprocess
 import sys
 import textwrap
+import time
 import threading
 import warnings
 from pathlib import Path
@@ -437,3 +438,22 @@ def test_later_cheats_lose_their_function_s_points_under_the_real_answer_keys(as
         assert graded[name] and all(graded[name].values()), f"{assignment}: the reference fails: {graded[name]}"
     for name in cheats:
         assert graded[name] and not any(graded[name].values()), f"{assignment}: {name} kept points: {graded[name]}"
+
+
+def test_feedback_records_written_just_before_the_child_exits_are_all_read(tmp_path):
+    # The feedback child may write its last records and exit while the grader is still busy with an earlier
+    # one; those records are in the pipe and must be read, not taken for a kernel that died (a red-team
+    # batch once reported "the kernel died in tfidf" for a notebook whose every cell ran).
+    plan, namespace = _plan(tmp_path, "def f(x):\n    return x\n", "f")
+    plan["feedback"] = [{"index": 1, "label": "first", "source": "print('one')"},
+                        {"index": 2, "label": "second", "source": "import time\ntime.sleep(0.3)\nprint('two')"}]
+    records = []
+
+    def slow_emit(line: bytes) -> None:
+        records.append(json.loads(line))
+        if len(records) == 1:
+            time.sleep(1.5)  # a busy grader: the child finishes cell 2 and exits meanwhile
+
+    probe_runner.run_feedback(namespace, plan, slow_emit)
+    assert [r.get("index") for r in records] == [1, 2], records
+    assert records[1]["text"] == "two\n" and not any("died" in r for r in records), records

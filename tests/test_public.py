@@ -345,7 +345,7 @@ def test_chapter_notebooks_read_outside_the_book(tree, midterm_tree, root):
     for path in sorted((tree / "chapters").glob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
         markdown = "\n\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
-        for raw in ("{cite", "{glue", "{numref", "{doc}", "{ref}", "```{", ":::{", ":class:"):
+        for raw in ("{cite", "{glue", "{numref", "{doc}`", "{ref}`", "```{", ":::{", ":class:"):  # role syntax, not \text{doc}
             assert raw not in markdown, f"{path.name}: {raw!r} left in its Markdown"
         source = read_myst_markdown_notebook((root / "chapters" / f"{path.stem}.md").read_text(encoding="utf-8"))
         figures = sum(1 for c in source.cells if (c.metadata.get("mystnb") or {}).get("figure"))
