@@ -440,10 +440,11 @@ def test_later_cheats_lose_their_function_s_points_under_the_real_answer_keys(as
         assert graded[name] and not any(graded[name].values()), f"{assignment}: {name} kept points: {graded[name]}"
 
 
-def test_feedback_records_written_just_before_the_child_exits_are_all_read(tmp_path):
+def test_feedback_records_written_just_before_the_child_exits_are_all_read(tmp_path, monkeypatch):
     # The feedback child may write its last records and exit while the grader is still busy with an earlier
     # one; those records are in the pipe and must be read, not taken for a kernel that died (a red-team
     # batch once reported "the kernel died in tfidf" for a notebook whose every cell ran).
+    monkeypatch.setattr(probe_runner, "STARTED", time.monotonic())  # the runner's clock starts with its process
     plan, namespace = _plan(tmp_path, "def f(x):\n    return x\n", "f")
     plan["feedback"] = [{"index": 1, "label": "first", "source": "print('one')"},
                         {"index": 2, "label": "second", "source": "import time\ntime.sleep(0.3)\nprint('two')"}]
