@@ -13,7 +13,9 @@ each one with several seeds and reads the comparison from the intervals:
   is better than another only when they are; otherwise it says the runs do not
   tell them apart.
 - :func:`proportion` is the interval of one accuracy measured on ``n`` examples
-  (Wilson's score interval): the spread a single run owes to its test set alone.
+  (Wilson's score interval): the spread a single run owes to its test set alone;
+  :func:`paired_difference` the interval of the difference of two accuracies on the same
+  examples (a paired bootstrap).
 
 :func:`course_lib.plotting.seed_spread` draws every run as a point beside its interval. Used from
 :doc:`/chapters/ch05_attention` to :doc:`/chapters/ch08_bert`, wherever the prose compares runs.
@@ -26,6 +28,7 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
+from course_lib import checks
 from course_lib.progress import progress_bar
 
 
@@ -55,7 +58,8 @@ class Spread:
         """``N``, the number of runs."""
         return len(self.values)
 
-    def text(self, fmt: str = "{:.2f}", scale: float = 1.0, bounds: tuple | None = None) -> str:
+    def text(self, fmt: str = "{:.2f}", scale: float = 1.0, bounds: tuple | None = None,
+             unit: str | None = None) -> str:
         """The mean and interval as prose: ``"0.73 (95 % interval 0.71 to 0.75, 5 seeds)"``.
 
         Args:
@@ -63,13 +67,17 @@ class Spread:
             bounds: ``(least, most)`` the quantity can be, e.g. ``(0, 1)`` for an accuracy or
                 ``(0, None)`` for a loss (``None``: no bound on that side): the interval is cut to
                 it (a t interval over few runs can reach past 0 or 1).
+            unit: what one value is, when not a seed's run: ``"cuts"`` gives ``"5 cuts"``.
         """
         low, high = self.low, self.high
         if bounds is not None:
             least, most = bounds
             low = low if least is None else max(low, least)
             high = high if most is None else min(high, most)
-        runs = f"{self.n} seeds" if self.seeds else f"{self.n} runs" if self.n > 1 else "one run"
+        if unit is not None:
+            runs = f"{self.n} {unit}"
+        else:
+            runs = f"{self.n} seeds" if self.seeds else f"{self.n} runs" if self.n > 1 else "one run"
         return (f"{fmt.format(scale * self.mean)} (95 % interval {fmt.format(scale * low)} "
                 f"to {fmt.format(scale * high)}, {runs})")
 
@@ -175,3 +183,37 @@ def over_seeds(experiment: Callable[[int], float | Mapping[str, float]], seeds: 
     if any(isinstance(r, Mapping) for r in results):
         raise ValueError("the experiment returned a number for some seeds and a dict for others")
     return spread([float(r) for r in results], seeds)
+
+
+def paired_difference(correct_a, correct_b, resamples: int = 2000, seed: int = 0) -> Spread:
+    """The difference of two accuracies on the same ``N`` test texts, with a paired bootstrap 95 % interval. Chapters 5-8 (used in chapter 8).
+
+    ``d = mean(a) - mean(b)`` for the 0/1 outcomes ``a`` and ``b`` of two classifiers on
+    the same texts. The interval is the 2.5th to 97.5th percentile of ``d`` over
+    ``resamples`` resamplings of the ``N`` texts with replacement, each drawing the *same*
+    texts for both classifiers (Efron's bootstrap, paired): the texts that both get right
+    or both get wrong then cancel, so the interval is narrower than two separate Wilson
+    intervals (:func:`proportion`) and says whether the two classifiers
+    differ on texts like these.
+
+    Args:
+        correct_a, correct_b: ``(N,)`` bools or 0/1, whether each classifier got each text right.
+        resamples: bootstrap draws, at least 100. seed: seeds the draws.
+
+    Returns:
+        a :class:`Spread` whose ``values`` is the observed ``d`` ``(1,)`` and whose
+        ``low`` and ``high`` are the percentile interval.
+    """
+    a, b = np.asarray(correct_a), np.asarray(correct_b)
+    if a.ndim != 1 or a.shape != b.shape or not len(a):
+        raise ValueError(f"correct_a and correct_b must be two (N,) arrays of the same length, got {a.shape} and "
+                         f"{b.shape}")
+    if not (np.isin(a, (0, 1)).all() and np.isin(b, (0, 1)).all()):
+        raise ValueError("correct_a and correct_b hold one 0/1 (or bool) outcome per text")
+    if checks.positive_int(resamples, "resamples") < 100:
+        raise ValueError(f"resamples must be at least 100 for a 95 % interval, got {resamples}")
+    d = a.astype(np.float64) - b.astype(np.float64)  # (N,) per text: +1, 0 or -1
+    draws = np.random.default_rng(seed).integers(0, len(d), size=(resamples, len(d)))  # (resamples, N)
+    means = d[draws].mean(axis=1)  # (resamples,)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return Spread(np.array([d.mean()]), (), float(low), float(high))

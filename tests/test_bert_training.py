@@ -503,20 +503,20 @@ def test_paired_difference_matches_the_normal_approximation_and_cancels_shared_o
     n = 4000
     a = rng.random(n) < 0.75
     b = np.where(rng.random(n) < 0.8, a, rng.random(n) < 0.7)  # agrees with a on most texts
-    found = classifier.paired_difference(a, b, resamples=4000, seed=1)
+    found = seeds.paired_difference(a, b, resamples=4000, seed=1)
     d = a.astype(float) - b.astype(float)
     assert found.values.tolist() == [d.mean()] and found.low < d.mean() < found.high
     half = 1.96 * d.std(ddof=1) / np.sqrt(n)  # the interval of a mean of n paired differences
     assert found.high - found.low == pytest.approx(2 * half, rel=0.1)
     wilson = seeds.proportion(int(a.sum()), n)
     assert found.high - found.low < wilson.high - wilson.low  # pairing removes the texts both get right or wrong
-    same = classifier.paired_difference(a, a)
+    same = seeds.paired_difference(a, a)
     assert (same.mean, same.low, same.high) == (0.0, 0.0, 0.0)
-    np.testing.assert_array_equal(classifier.paired_difference(a, b, seed=3).values, found.values)
+    np.testing.assert_array_equal(seeds.paired_difference(a, b, seed=3).values, found.values)
     with pytest.raises(ValueError, match="same length"):
-        classifier.paired_difference(a, b[:-1])
+        seeds.paired_difference(a, b[:-1])
     with pytest.raises(ValueError, match="0/1"):
-        classifier.paired_difference(a * 2, b)
+        seeds.paired_difference(a * 2, b)
 
 
 def test_pairwise_cosines_against_sklearn():

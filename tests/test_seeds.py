@@ -106,3 +106,7 @@ def test_text_cuts_the_interval_to_the_bounds_of_the_quantity():
     assert s.text("{:.1%}", bounds=(0, 1)).startswith("14.0% (95 % interval 0.0% to ")
     assert (s.low, s.high) == (seeds.spread([0.0, 0.02, 0.4]).low, seeds.spread([0.0, 0.02, 0.4]).high)
     assert seeds.spread([0.0, 0.01, 0.3]).text("{:.2f}", bounds=(0, None)).startswith("0.10 (95 % interval 0.00 to 0.")
+
+
+def test_text_names_what_the_values_are():
+    assert seeds.spread([1.0, 2.0, 3.0], seeds=(0, 1, 2)).text("{:.0f}", unit="cuts").endswith(", 3 cuts)")

@@ -40,6 +40,22 @@ def js_divergence(p, q):
     return (torch.xlogy(p, p) - torch.xlogy(p, m) + torch.xlogy(q, q) - torch.xlogy(q, m)).sum(-1) / 2
 
 
+def _divergence_sums(attentions, padding) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per sentence, the sum over its real query tokens of the JS divergence of every two heads,
+    ``(B, L*nh, L*nh)``, and each sentence's number of real tokens ``(B,)``."""
+    weights = _stack(attentions, padding)
+    layers, batch, heads = weights.shape[:3]
+    sentence = torch.arange(batch)[:, None].expand_as(padding)[padding]  # (N,) the sentence of each real query
+    rows = weights.permute(0, 2, 1, 3, 4)[:, :, padding]  # (L, nh, N, T): every real query token
+    rows = rows.reshape(layers * heads, rows.shape[2], rows.shape[3])  # (L*nh, N, T)
+    sums = torch.zeros(batch, layers * heads, layers * heads, dtype=torch.float64)
+    for i in range(len(rows) - 1):
+        per_token = js_divergence(rows[i][None], rows[i + 1:])  # (L*nh - i - 1, N)
+        sums[:, i, i + 1:] = torch.zeros(batch, per_token.shape[0], dtype=torch.float64).index_add_(
+            0, sentence, per_token.T)
+    return sums + sums.transpose(1, 2), padding.sum(dim=1)
+
+
 def head_similarity(attentions, padding) -> np.ndarray:
     """The mean Jensen-Shannon divergence between the attention of every two heads, ``(L*nh, L*nh)``. Chapter 8.
 
@@ -52,14 +68,8 @@ def head_similarity(attentions, padding) -> np.ndarray:
         attentions: ``L`` tensors ``(B, nh, T, T)`` (``BertOutput.attentions``) or one ``(L, B, nh, T, T)``.
         padding: ``(B, T)`` bool, True on real tokens.
     """
-    weights = _stack(attentions, padding)
-    layers, _, heads = weights.shape[:3]
-    rows = weights.permute(0, 2, 1, 3, 4)[:, :, padding]  # (L, nh, N, T): every real query token
-    rows = rows.reshape(layers * heads, rows.shape[2], rows.shape[3])  # (L*nh, N, T)
-    out = np.zeros((layers * heads, layers * heads))
-    for i in range(len(rows)):
-        out[i, i + 1:] = js_divergence(rows[i][None], rows[i + 1:]).mean(-1).numpy()
-    return out + out.T
+    sums, counts = _divergence_sums(attentions, padding)
+    return (sums.sum(0) / counts.sum()).numpy()
 
 
 def head_divergence_by_sentence(attentions, padding) -> np.ndarray:
@@ -76,21 +86,10 @@ def head_divergence_by_sentence(attentions, padding) -> np.ndarray:
         attentions: ``L`` tensors ``(B, nh, T, T)`` or one ``(L, B, nh, T, T)``.
         padding: ``(B, T)`` bool, True on real tokens; every sentence needs one.
     """
-    weights = _stack(attentions, padding)
-    layers, batch, heads = weights.shape[:3]
-    counts = padding.sum(dim=1)
-    if (counts == 0).any():
+    if (padding.sum(dim=1) == 0).any():
         raise ValueError("every sentence needs at least one real token")
-    sentence = torch.arange(batch)[:, None].expand_as(padding)[padding]  # (N,) the sentence of each real query
-    rows = weights.permute(0, 2, 1, 3, 4)[:, :, padding]  # (L, nh, N, T): every real query token
-    rows = rows.reshape(layers * heads, rows.shape[2], rows.shape[3])  # (L*nh, N, T)
-    out = torch.zeros(batch, layers * heads, layers * heads, dtype=torch.float64)
-    for i in range(len(rows) - 1):
-        per_token = js_divergence(rows[i][None], rows[i + 1:])  # (L*nh - i - 1, N)
-        sums = torch.zeros(batch, per_token.shape[0], dtype=torch.float64).index_add_(0, sentence, per_token.T)
-        out[:, i, i + 1:] = sums / counts[:, None]
-    out = out + out.transpose(1, 2)
-    return out.numpy()
+    sums, counts = _divergence_sums(attentions, padding)
+    return (sums / counts[:, None, None]).numpy()
 
 
 def attention_patterns(attentions, ids, padding, tokenizer) -> dict[str, np.ndarray]:

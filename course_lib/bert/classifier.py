@@ -11,7 +11,7 @@ blocks, the pooler and the head learn; the embeddings and the ``L - k`` blocks b
 frozen, so they are run once over the texts and their outputs cached
 (:func:`~course_lib.bert.encoding.encode_layers`), and every epoch starts from the
 cache. The frozen layers run without dropout. Two classifiers scored on the same test
-texts are compared by :func:`paired_difference`. See :doc:`/chapters/ch08_bert`.
+texts are compared by :func:`course_lib.seeds.paired_difference`. See :doc:`/chapters/ch08_bert`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from course_lib.bert.model import BertModel
 from course_lib.bert.pooling import mean_pool
 from course_lib.bert.pretraining import linear_warmup_decay
 from course_lib.progress import progress_bar
-from course_lib.seeds import Spread
 from course_lib.training import TrainingHistory, eval_mode, optimizer_step, torch_seed
 
 POOLINGS = ("cls", "mean")
@@ -236,36 +235,3 @@ def predict(model: BertClassifier, tokenizer, texts: Sequence[str], batch_size: 
     probs = _predict(model, inputs, checks.positive_int(batch_size, "batch_size"))
     return probs.argmax(-1).numpy(), probs.numpy()
 
-
-def paired_difference(correct_a, correct_b, resamples: int = 2000, seed: int = 0) -> Spread:
-    """The difference of two accuracies on the same ``N`` test texts, with a paired bootstrap 95 % interval. Chapter 8.
-
-    ``d = mean(a) - mean(b)`` for the 0/1 outcomes ``a`` and ``b`` of two classifiers on
-    the same texts. The interval is the 2.5th to 97.5th percentile of ``d`` over
-    ``resamples`` resamplings of the ``N`` texts with replacement, each drawing the *same*
-    texts for both classifiers (Efron's bootstrap, paired): the texts that both get right
-    or both get wrong then cancel, so the interval is narrower than two separate Wilson
-    intervals (:func:`course_lib.seeds.proportion`) and says whether the two classifiers
-    differ on texts like these.
-
-    Args:
-        correct_a, correct_b: ``(N,)`` bools or 0/1, whether each classifier got each text right.
-        resamples: bootstrap draws, at least 100. seed: seeds the draws.
-
-    Returns:
-        a :class:`~course_lib.seeds.Spread` whose ``values`` is the observed ``d`` ``(1,)`` and whose
-        ``low`` and ``high`` are the percentile interval.
-    """
-    a, b = np.asarray(correct_a), np.asarray(correct_b)
-    if a.ndim != 1 or a.shape != b.shape or not len(a):
-        raise ValueError(f"correct_a and correct_b must be two (N,) arrays of the same length, got {a.shape} and "
-                         f"{b.shape}")
-    if not (np.isin(a, (0, 1)).all() and np.isin(b, (0, 1)).all()):
-        raise ValueError("correct_a and correct_b hold one 0/1 (or bool) outcome per text")
-    if checks.positive_int(resamples, "resamples") < 100:
-        raise ValueError(f"resamples must be at least 100 for a 95 % interval, got {resamples}")
-    d = a.astype(np.float64) - b.astype(np.float64)  # (N,) per text: +1, 0 or -1
-    draws = np.random.default_rng(seed).integers(0, len(d), size=(resamples, len(d)))  # (resamples, N)
-    means = d[draws].mean(axis=1)  # (resamples,)
-    low, high = np.percentile(means, [2.5, 97.5])
-    return Spread(np.array([d.mean()]), (), float(low), float(high))
