@@ -6,7 +6,7 @@
 - :mod:`course_tools.release`: produces ``exercises/`` with ``nbgrader generate_assignment``.
 - :mod:`course_tools.answer_keys`: every graded test cell's cases and expected outcomes, outside the notebooks.
 - :mod:`course_tools.staging`, :mod:`course_tools.batch`: read and repair a class's submissions, grade them, report.
-- :mod:`course_tools.grading_tasks`, :mod:`course_tools.cluster`: one grading task per submission, run serially,
+- :mod:`course_tools.grading_tasks`, :mod:`course_tools.grading_worker`, :mod:`course_tools.cluster`: one grading task per submission, run serially,
   on every core or on a Dask cluster; results recorded by one ``nbgrader autograde`` run.
 - :mod:`course_tools.postgres`: a throwaway PostgreSQL server for gradebooks in tests and benchmarks.
 - :mod:`course_tools.grading`: nbgrader's execute step: a sandboxed run (:mod:`course_tools.sandbox`,

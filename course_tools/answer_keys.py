@@ -85,7 +85,7 @@ def _reference(key: str):
 
 def expected_outcome(reference, case: dict) -> dict:
     """The reference's outcome on ``case``, as the probe would report the student's."""
-    from .verdicts import from_plain
+    from .plain_values import from_plain
 
     with quiet():
         outcome = run_case(reference, case)
@@ -120,7 +120,7 @@ def hidden_entry(key: str) -> list[dict]:
 
 
 def _tensor_outputs(outcome):
-    from .verdicts import Tensor
+    from .plain_values import Tensor
 
     def leaves(x):
         if isinstance(x, (tuple, list)):

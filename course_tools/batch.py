@@ -46,7 +46,8 @@ from pathlib import Path
 from . import tool_env
 from .cluster import ClusterUnavailable, run_tasks
 from .grading import grading_dir
-from .grading_tasks import Result, Task, course_fingerprint, load_result, save_result
+from .grading_tasks import Result, Task, load_result, save_result
+from .grading_worker import course_fingerprint
 from .sandbox import Limits, memory_unbounded, unavailable
 from .staging import save_record, stage
 

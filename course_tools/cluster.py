@@ -1,6 +1,6 @@
 """Run grading tasks on every core of this machine, or on a Dask cluster, and say what became of each.
 
-:func:`run_tasks` runs :func:`course_tools.grading_tasks.run_task` for each task:
+:func:`run_tasks` runs :func:`course_tools.grading_worker.run_task` for each task:
 
 - ``serial=True``: one after another in this process (no Dask);
 - otherwise on Dask (``distributed``): a local cluster of ``workers`` processes (default: one
@@ -26,7 +26,8 @@ from typing import Callable, Iterable
 
 from tqdm.auto import tqdm
 
-from .grading_tasks import Result, Task, run_task
+from .grading_tasks import Result, Task
+from .grading_worker import run_task
 
 RETRIES = 1
 """How many times a task whose code raised is tried again (on any worker)."""

@@ -4,10 +4,10 @@ A :class:`Task` carries everything a worker needs that is particular to one subm
 the staged notebook's text (:mod:`course_tools.staging`), its staging record and the
 options. What is common to the class (the answer key, the release, the student edition
 of course_lib) the worker takes from its own copy of the course, after checking that it
-is the coordinator's (:func:`course_fingerprint`): a worker on another machine at another
-commit refuses the task, saying so, instead of grading with other keys.
+is the coordinator's (:func:`course_tools.grading_worker.course_fingerprint`): a worker on
+another machine at another commit refuses the task, saying so, instead of grading with other keys.
 
-:func:`run_task` is what a worker runs: the sandboxed grading of
+:func:`course_tools.grading_worker.run_task` is what a worker runs: the sandboxed grading of
 :func:`course_tools.grading.grade_notebook`, which returns the notebook with its
 outputs and verdicts; no gradebook is touched on a worker. The coordinator keeps each
 :class:`Result` in ``_grading/<assignment>/results/<student>.json`` and records them all
@@ -21,8 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import socket
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -70,40 +68,6 @@ class Result:
     wall_timeout: bool = False
     load: float = 0.0
     alone: bool = False
-
-
-def course_fingerprint(assignment: str, root: Path = ROOT) -> str:
-    """A digest of what grades ``assignment``: the answer key and release notebooks of the course at
-    ``root`` and the student edition of this installation's course_lib, which runs the submissions."""
-    from .grading import edition_dir
-
-    digest = hashlib.sha256()
-    paths = [root / "answer_keys" / f"{assignment}.key", *sorted((root / "exercises" / assignment).glob("*.ipynb"))]
-    for path in paths:
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
-    digest.update(edition_dir(assignment).name.encode())  # its name carries its content's hash
-    return digest.hexdigest()
-
-
-def run_task(task: Task) -> Result:
-    """Grade one submission in this process's course (a Dask worker's, or the coordinator's)."""
-    from .grading import grade_notebook
-    from .sandbox import Limits
-    from .staging import Staged
-
-    started = time.time()
-    mine = course_fingerprint(task.assignment, ROOT)
-    if mine != task.course:
-        raise CourseMismatch(f"the course at {ROOT} on {socket.gethostname()} grades {task.assignment} with other "
-                             f"files than the coordinator's (answer key, release or course_lib differ): "
-                             f"check out the same commit there and restart the worker")
-    nb = nbformat.reads(task.notebook, as_version=4)
-    notes = grade_notebook(nb, task.assignment, task.student, ROOT, task.experiments, task.sandboxed,
-                           Limits(**task.limits), Staged(**task.record))
-    nb.metadata.pop("grading_seconds", None)
-    wall = bool(nb.metadata.pop("grading_wall_timeout", False))
-    return Result(task.student, task.fingerprint, nbformat.writes(nb), notes, round(time.time() - started, 2),
-                  f"{socket.gethostname()}:{os.getpid()}", wall_timeout=wall, load=round(os.getloadavg()[0], 2))
 
 
 def save_result(result: Result, folder: Path) -> None:

@@ -1116,7 +1116,7 @@ def _mlm_mask_property(case, value) -> str | None:
     an answer that draws from a generator of its own with a fixed seed passes here (the probe's second call, with the
     same seed, only catches torch's global one).
     """
-    from .verdicts import Tensor
+    from .plain_values import Tensor
 
     names = ("ids", "special_ids", "mask_id", "vocab_size", "probability", "generator")
     given = {"probability": 0.15, **dict(zip(names, case["args"])), **case.get("kwargs", {})}

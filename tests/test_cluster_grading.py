@@ -22,7 +22,8 @@ import pytest
 
 from conftest import run
 from course_tools import ROOT, tool_env
-from course_tools.grading_tasks import Result, Task, load_result, replay, run_task
+from course_tools.grading_tasks import Result, Task, load_result, replay
+from course_tools.grading_worker import run_task
 from course_tools.postgres import free_port, throwaway_postgres
 from grading_helpers import answers, scratch_course, submit
 
