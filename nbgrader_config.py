@@ -15,7 +15,7 @@ from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, Clea
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from nbconvert.preprocessors import ClearMetadataPreprocessor
 
-from course_tools.grading import SandboxedExecute
+from course_tools.grading.autograde import SandboxedExecute
 
 c = get_config()  # noqa: F821 (defined by nbgrader when it loads this file)
 
@@ -29,12 +29,12 @@ if os.environ.get("NBGRADER_DB_URL"):
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 
 # Every notebook runs in a sandbox with the student edition of course_lib, and every test's
-# verdict is decided outside it from the answer keys (course_tools/grading.py).
+# verdict is decided outside it from the answer keys (course_tools/grading/autograde.py).
 c.Autograde.autograde_preprocessors = [
     SandboxedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
     SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
 ]
-# Limits (course_tools/sandbox.py, Limits): time is measured as CPU time, which a busy machine does
+# Limits (course_tools/grading/sandbox.py, Limits): time is measured as CPU time, which a busy machine does
 # not change (c.SandboxedExecute.cell_cpu_seconds = 120 per cell, notebook_cpu_seconds = 600 per
 # notebook); wall clock is only a generous outer bound (cell_seconds = 600, notebook_seconds = 1800),
 # and a submission that hits it while the machine is busy is graded again alone. Memory: each run's

@@ -97,7 +97,7 @@ def build_book(calendar_args: list[str]) -> None:
 
     The execution cache is keyed by each chapter's code only, so it is dropped whenever
     course_lib changes: every number in the book comes from the current library. The chapters
-    missing from the cache are executed first, two at a time (``course_tools/book_execution.py``),
+    missing from the cache are executed first, two at a time (``course_tools/book/book_execution.py``),
     so that jupyter-book, which executes one after another, finds every chapter in the cache."""
     started = time.time()
     cache, stamp = ROOT / "_build" / ".jupyter_cache", ROOT / "_build" / ".course_lib.sha256"
@@ -107,15 +107,15 @@ def build_book(calendar_args: list[str]) -> None:
     public = ROOT / "_build" / "public"
     _run(PYTHON, "-m", "course_tools", "public", "--out", public, *calendar_args)
     # Everything revealed (self-study): the chapters execute in the students' environment, made from the
-    # pages' install lines (course_tools/student_env.py); the stdout is its kernel folder, or empty.
-    print("+ python -m course_tools.student_env", public, flush=True)
-    kernels = subprocess.run([str(PYTHON), "-m", "course_tools.student_env", str(public)], cwd=ROOT, check=True,
+    # pages' install lines (course_tools/book/student_env.py); the stdout is its kernel folder, or empty.
+    print("+ python -m course_tools.book.student_env", public, flush=True)
+    kernels = subprocess.run([str(PYTHON), "-m", "course_tools.book.student_env", str(public)], cwd=ROOT, check=True,
                              stdout=subprocess.PIPE, text=True, env=_env()).stdout.strip()
     execution = {"JUPYTER_PATH": os.pathsep.join([kernels, os.environ.get("JUPYTER_PATH", "")])} if kernels else {}
-    _run(PYTHON, "-m", "course_tools.book_execution", public,  # in ROOT too: the cache path is relative to it
+    _run(PYTHON, "-m", "course_tools.book.book_execution", public,  # in ROOT too: the cache path is relative to it
          env_extra=execution)
     # the chapter notebooks again, now with the numbers the executed chapters glued (the download button's file)
-    _run(PYTHON, "-m", "course_tools.chapter_notebooks", public)
+    _run(PYTHON, "-m", "course_tools.book.chapter_notebooks", public)
     shutil.rmtree(ROOT / "_build" / "html", ignore_errors=True)
     # --path-output: the HTML goes to _build/html; the cache path in _config.yml is relative to ROOT (the cwd)
     _run(BIN / "jupyter-book", "build", public, "--path-output", ROOT, "--all", "--builder", "html",

@@ -10,7 +10,7 @@ README's command grades the whole batch three times, each from nothing (``--regr
 1. ``--serial``: one notebook after another in one process, into SQLite (the reference);
 2. ``--workers 1``: a local Dask cluster of one worker, into SQLite;
 3. default: one local worker per core, into SQLite;
-4. the same into a throwaway PostgreSQL server (:mod:`course_tools.postgres`; not with ``--no-postgres``).
+4. the same into a throwaway PostgreSQL server (:mod:`course_tools.grading.postgres`; not with ``--no-postgres``).
 
 Printed: each run's wall time, the mean time of one grading task on its worker (the
 sandboxed run with its kernel start and the verdicts), the time nbgrader took to record
@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 from course_tools import tool_env  # noqa: E402
-from course_tools.postgres import throwaway_postgres  # noqa: E402
+from course_tools.grading.postgres import throwaway_postgres  # noqa: E402
 from grading_helpers import answers, scratch_course, submit  # noqa: E402
 from timing import cpu_name  # noqa: E402
 

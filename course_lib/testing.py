@@ -2,7 +2,7 @@
 
 Visible tests use :func:`assert_close`, :func:`assert_own_code` and :func:`quiet` on the
 student's machine. When a notebook is graded, the grader replays the same calls and the
-hidden cases in a sandbox and decides every verdict outside it (``course_tools.grading``).
+hidden cases in a sandbox and decides every verdict outside it (``course_tools.grading.autograde``).
 
 Everything here ships in the student edition: it contains no answers.
 """

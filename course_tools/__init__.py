@@ -1,22 +1,18 @@
-"""Instructor and maintainer tooling of the course (not shipped to students).
+"""Instructor and maintainer tooling of the course (not shipped to students), by part.
 
-- :mod:`course_tools.exercises`: finds the exercise functions of course_lib and the assignments that own them.
-- :mod:`course_tools.sync`: copies answer cells from course_lib into ``solutions/`` and embeds hidden test cases.
-- :mod:`course_tools.edition`: writes the student edition of course_lib.
-- :mod:`course_tools.release`: produces ``exercises/`` with ``nbgrader generate_assignment``.
-- :mod:`course_tools.answer_keys`: every graded test cell's cases and expected outcomes, outside the notebooks.
-- :mod:`course_tools.staging`, :mod:`course_tools.batch`: read and repair a class's submissions, grade them, report.
-- :mod:`course_tools.grading_tasks`, :mod:`course_tools.grading_worker`, :mod:`course_tools.cluster`: one grading task per submission, run serially,
-  on every core or on a Dask cluster; results recorded by one ``nbgrader autograde`` run.
-- :mod:`course_tools.postgres`: a throwaway PostgreSQL server for gradebooks in tests and benchmarks.
-- :mod:`course_tools.grading`: nbgrader's execute step: a sandboxed run (:mod:`course_tools.sandbox`,
-  :mod:`course_tools.sandbox_runner`), probes in the kernel (:mod:`course_tools.probe`), verdicts
-  outside it (:mod:`course_tools.verdicts`).
-- :mod:`course_tools.leaks`: finds solution text where students can read it.
-- :mod:`course_tools.measure`, :mod:`course_tools.stated_results`: run each problem set's experiment with the
-  reference answers over seeds (``tasks.py measure``); the results and intervals its page states, written by sync.
-- :mod:`course_tools.scoring`: the self-study page's scoring table, written by sync from the nbgrader points.
-- :mod:`course_tools.book_execution`: executes the book's chapters two at a time into the execution cache before ``jupyter-book build``.
+- shared top level: :data:`ROOT`, :func:`tool_env`; :mod:`course_tools.exercises` (the exercise functions
+  of course_lib and the assignments that own them), :mod:`course_tools.site_config` (where the course is
+  published, from ``_config.yml``), :mod:`course_tools.edition_names` (an edition's number, version, wheel).
+- :mod:`course_tools.in_sandbox`: what runs in the student's process when grading, copied into each job;
+  imports nothing of the course.
+- :mod:`course_tools.authoring`: the single source: sync, answer keys and hidden cases, editions,
+  release, wheels, leak checks, measured results.
+- :mod:`course_tools.book`: the public tree, the students' environment and the book build.
+- :mod:`course_tools.grading`: staging, the sandbox, verdicts and the gradebook, on one machine or a cluster.
+- ``python -m course_tools`` (:mod:`course_tools.__main__`): the command line behind ``tasks.py``.
+
+Each part imports only the shared top level and earlier parts, in the order above
+(``tests/test_layout.py``); CONTRIBUTING.md section 2 draws the flow of a submission and of a change.
 """
 
 from pathlib import Path

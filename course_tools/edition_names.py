@@ -1,6 +1,6 @@
 """The names of the student editions: which edition a problem set uses, its version and its wheel's file name.
 
-Apart from :mod:`course_tools.edition` (which writes editions) so that what only needs a name
+Apart from :mod:`course_tools.authoring.edition` (which writes editions) so that what only needs a name
 (:mod:`course_tools.site_config`'s wheel URLs) does not import the writer, which reads the site's URL.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from course_tools.exercises import assignments
 from . import ROOT
-from .exercises import assignments
 
 
 def edition_number(assignment: str, root: Path = ROOT) -> int:

@@ -1,9 +1,9 @@
 """Where the course is published: the one site configuration, read from ``_config.yml``.
 
 ``html.baseurl`` is the book; ``repository.url`` / ``repository.branch`` are the
-public repository, which holds the student-facing tree (:mod:`course_tools.public`).
+public repository, which holds the student-facing tree (:mod:`course_tools.book.public`).
 The theme makes the launch buttons and the repository button from them; the wheel
-URLs of the install cells (:mod:`course_tools.install_cells`) come from
+URLs of the install cells (:mod:`course_tools.book.install_cells`) come from
 :func:`read_site`. The wheels live at :data:`EDITIONS`, in the tree and in the
 built book.
 """
@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from course_tools.edition_names import wheel_name
 from . import ROOT
-from .edition_names import wheel_name
 
 EDITIONS = "_static/editions"  # where the wheels live, in the tree and in the built book
 

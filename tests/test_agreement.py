@@ -4,12 +4,12 @@ A student runs a visible test cell on their own machine: it calls their function
 checks what comes back with ``assert_close`` and plain Python. When the notebook is
 graded, the grader replays the calls that cell made (recorded into the answer key by
 ``tasks.py sync``) on the student's function in a sandbox and judges the returned values
-outside it (:mod:`course_tools.verdicts`). The two must agree, by construction:
+outside it (:mod:`course_tools.grading.verdicts`). The two must agree, by construction:
 
-- the replay of a **visible** cell judges with :func:`course_tools.verdicts.lenient_difference`,
+- the replay of a **visible** cell judges with :func:`course_tools.grading.verdicts.lenient_difference`,
   which accepts every form a cell accepts (``assert_close``'s: tuples and lists, tensors and
   arrays, any dtype compared by value; and plain Python's: ``list(words)``, ``float(loss)``);
-- the **hidden** cases stay strict (:func:`~course_tools.verdicts.difference`) about what the
+- the **hidden** cases stay strict (:func:`~course_tools.grading.verdicts.difference`) about what the
   docstring promises, so every visible cell checks those promises itself, with a message
   ("beam_search must return its words as a list of ints (got a Tensor: use .tolist())"): numpy
   functions their arrays and float64, torch functions a tensor of their input's dtype, with a
@@ -43,7 +43,10 @@ import scipy.sparse as sp
 import torch
 
 import test_fairness as fairness
-from course_tools import ROOT, answer_keys, probe, verdicts
+from course_tools import ROOT
+from course_tools.authoring import answer_keys
+from course_tools.in_sandbox import probe
+from course_tools.grading import verdicts
 from course_lib.testing import assert_close
 
 # ---------------------------------------------------------------------------------------------

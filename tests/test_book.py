@@ -18,7 +18,9 @@ from pathlib import Path
 import pytest
 
 from conftest import run
-from course_tools import edition, exercises, leaks, public, site_config, student_install, tool_env
+from course_tools.authoring import edition, leaks
+from course_tools import exercises, site_config, tool_env
+from course_tools.book import public, student_install
 
 pytestmark = pytest.mark.slow
 PAGES = ["intro", "self_study", "chapters/ch01_counts", "chapters/ch02_word2vec", "chapters/ch03_rnn", "chapters/ch04_lstm",
@@ -280,10 +282,10 @@ def _small_book(folder, root, chapter, kernel="python3"):
 
 
 def test_pre_executed_chapters_are_served_from_the_cache_and_still_checked(tmp_path, root):
-    """``tasks.py book`` executes the chapters first (course_tools/book_execution.py): myst-nb must find
+    """``tasks.py book`` executes the chapters first (course_tools/book/book_execution.py): myst-nb must find
     each in the cache, so the notebook must be read as myst-nb reads it (cell metadata, colon fences, the
     chapter's folder as cwd); and myst-nb still fails the build on output to stderr."""
-    from course_tools.book_execution import execute_book
+    from course_tools.book.book_execution import execute_book
 
     _small_book(tmp_path, root, """\
         # A chapter
@@ -318,7 +320,7 @@ def test_pre_executed_chapters_are_served_from_the_cache_and_still_checked(tmp_p
 
 
 def test_a_cell_error_in_the_pre_execution_names_the_chapter_and_cell(tmp_path, root):
-    from course_tools.book_execution import execute_book
+    from course_tools.book.book_execution import execute_book
 
     _small_book(tmp_path, root, """\
         # A chapter with a bug
@@ -344,7 +346,7 @@ def test_a_kernel_that_dies_before_it_answers_is_started_again(tmp_path, root, m
     import json
     import sys
 
-    from course_tools.book_execution import execute_book
+    from course_tools.book.book_execution import execute_book
 
     kernels = tmp_path / "jupyter" / "kernels" / "flaky"
     kernels.mkdir(parents=True)
@@ -373,7 +375,7 @@ def test_a_kernel_that_dies_before_it_answers_is_started_again(tmp_path, root, m
     assert execute_book(book, cwd=book) == []
     assert (tmp_path / "started-once").exists(), "the first start did fail"
     from jupyter_cache import get_cache
-    from course_tools.book_execution import book_config, read_chapter
+    from course_tools.book.book_execution import book_config, read_chapter
 
     notebook, _ = read_chapter(book / "chapters" / "small.md", *book_config(book))
     cached = get_cache(str(book / "_build" / ".jupyter_cache")).match_cache_notebook(notebook)
@@ -387,7 +389,7 @@ def test_the_longest_chapters_start_first(tmp_path):
     from jupyter_cache.base import CacheBundleIn
     import nbformat
 
-    from course_tools.book_execution import longest_first
+    from course_tools.book.book_execution import longest_first
 
     cache = get_cache(str(tmp_path / "cache"))
     paths = {name: tmp_path / f"{name}.md" for name in ("a", "b", "c", "d", "e")}

@@ -9,7 +9,7 @@ opens at full size, and its smallest label, measured from the SVG the link gives
 least 9 CSS pixels on a phone; long names break after ``_`` or ``.``, never inside a word;
 figures are numbered per chapter ("Fig. 8.3"), in captions and cross-references alike.
 Search finds a term, and each assignment's download button gives the release notebook
-byte for byte. Chromium comes from Debian's packages (``course_tools.browser``); where it
+byte for byte. Chromium comes from Debian's packages (``course_tools.book.browser``); where it
 cannot be installed the tests are skipped with the reason.
 """
 
@@ -22,7 +22,7 @@ import urllib.request
 
 import pytest
 
-from course_tools import browser, public
+from course_tools.book import browser, public
 
 pytestmark = pytest.mark.slow
 WIDTHS = (1280, 400)

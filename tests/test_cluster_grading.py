@@ -22,9 +22,9 @@ import pytest
 
 from conftest import run
 from course_tools import ROOT, tool_env
-from course_tools.grading_tasks import Result, Task, load_result, replay
-from course_tools.grading_worker import run_task
-from course_tools.postgres import free_port, throwaway_postgres
+from course_tools.grading.tasks import Result, Task, load_result, replay
+from course_tools.grading.worker import run_task
+from course_tools.grading.postgres import free_port, throwaway_postgres
 from grading_helpers import answers, scratch_course, submit
 
 pytestmark = pytest.mark.slow
@@ -255,7 +255,7 @@ def test_a_task_stuck_outside_the_sandbox_becomes_a_failure_and_the_batch_goes_o
     up after its deadline, reported as a failure with the reason, and the next task is still graded."""
     import threading
 
-    from course_tools import cluster
+    from course_tools.grading import cluster
 
     release = threading.Event()
 

@@ -20,9 +20,9 @@ and what the assignment's setup cell imports (``expect_shape``,
 ``flatten_positions``, ``check_cell_args``...), with ``__name__ == "__main__"`` as
 in a kernel, so that the probe records library calls as it does in the sandbox and
 never counts the answer's own helpers. The cases run in this process through
-:func:`course_tools.verdicts.outcomes_in_process` (the probe's ``run_case``, then
-plain JSON) and are judged by :func:`course_tools.verdicts.judge` and
-:func:`~course_tools.verdicts.case_problems`, as grading judges the sandbox's output.
+:func:`course_tools.grading.verdicts.outcomes_in_process` (the probe's ``run_case``, then
+plain JSON) and are judged by :func:`course_tools.grading.verdicts.judge` and
+:func:`~course_tools.grading.verdicts.case_problems`, as grading judges the sandbox's output.
 An answer cannot affect another function's verdicts here: each function is judged
 on its own entries with its own answer (in the sandbox too, a test cell probes only
 its own function).
@@ -45,7 +45,10 @@ import nbformat
 import numpy as np
 import pytest
 
-from course_tools import ROOT, answer_keys, hidden_cases, verdicts
+from course_tools import ROOT
+from course_tools.authoring import answer_keys, cases as hidden_cases
+from course_tools.authoring.cases import ps08_bert
+from course_tools.grading import verdicts
 from course_tools.exercises import BEGIN, find_exercises, owners, solution_notebooks
 
 # ---------------------------------------------------------------------------------------------
@@ -1521,7 +1524,7 @@ answers("gpt.beam.beam_search", correct={
 })
 
 
-# ps08: BERT. mlm_mask draws at random: its cases are judged by hidden_cases' property (counts within 5 standard
+# ps08: BERT. mlm_mask draws at random: its cases are judged by its property in cases.ps08_bert (counts within 5 standard
 # deviations), so answers that draw in another order, or only at the chosen positions, pass; its mistakes must show
 # in the counts or the exact rules of at least two cases, and so must a pattern of positions (every k-th position
 # chosen, fates dealt in turn: exact shares without randomness). One call cannot show whether the draws came from
@@ -2807,7 +2810,7 @@ def test_a_first_import_inside_the_function_is_no_error():
     under the profile hook. Checked in a fresh interpreter, where sklearn is not imported yet."""
     code = textwrap.dedent("""
         import numpy as np
-        from course_tools.probe import run_case
+        from course_tools.in_sandbox.probe import run_case
 
         def tfidf(counts):
             from sklearn.feature_extraction.text import TfidfTransformer
@@ -2872,14 +2875,14 @@ def test_losses_that_read_x_in_place_hold_the_very_array_of_their_case():
 
 
 def test_the_spread_check_accepts_independent_counts_and_refuses_fixed_ones():
-    """mlm_mask's spread check (``hidden_cases._spread``): binomial counts per row pass as often as its bound says
+    """mlm_mask's spread check (``ps08_bert._spread``): binomial counts per row pass as often as its bound says
     (each side at most ``tail``, here 0.05, in 100 draws: at most 5 expected, 20 allowed), while a fixed number per
     row is far too even and a chance that varies by row far too uneven, at the real tail of 1e-12."""
     rng = np.random.default_rng(23)
     totals = rng.choice([12, 40, 64, 100, 128], size=64)  # rows of a few lengths: a quick check
     for p in (0.15, 0.5, 0.8):
-        verdicts_seen = [hidden_cases._spread(rng.binomial(totals, p), totals, p, tail=0.05) for _ in range(100)]
+        verdicts_seen = [ps08_bert._spread(rng.binomial(totals, p), totals, p, tail=0.05) for _ in range(100)]
         assert verdicts_seen.count("too evenly") <= 20 and verdicts_seen.count("too unevenly") <= 20, p
-        assert hidden_cases._spread(np.round(totals * p), totals, p) == "too evenly"
-        assert hidden_cases._spread(rng.binomial(totals, rng.uniform(0, min(1, 2 * p), size=64)), totals, p) \
+        assert ps08_bert._spread(np.round(totals * p), totals, p) == "too evenly"
+        assert ps08_bert._spread(rng.binomial(totals, rng.uniform(0, min(1, 2 * p), size=64)), totals, p) \
             == "too unevenly"

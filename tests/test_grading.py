@@ -18,7 +18,8 @@ import pytest
 from nbgrader.api import Gradebook
 
 from conftest import run
-from course_tools import stated_results, tool_env
+from course_tools.authoring import stated_results
+from course_tools import tool_env
 from grading_helpers import answers as _answers, scratch_course, submit as _submit
 
 ASSIGNMENT = "ps01_counts"

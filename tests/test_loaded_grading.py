@@ -23,10 +23,11 @@ import pytest
 from nbgrader.api import Gradebook
 
 from conftest import run
-from course_tools import batch, tool_env
-from course_tools.grading import grading_dir
-from course_tools.grading_tasks import Task, load_result, save_result
-from course_tools.grading_worker import course_fingerprint
+from course_tools.grading import batch
+from course_tools import tool_env
+from course_tools.grading.autograde import grading_dir
+from course_tools.grading.tasks import Task, load_result, save_result
+from course_tools.grading.worker import course_fingerprint
 from grading_helpers import answers as _answers, scratch_course, submit
 
 ASSIGNMENT = "ps01_counts"

@@ -1,12 +1,12 @@
 """One mistake, one function: a realistic mistake planted in each exercised function of ps01-ps08 in turn
 costs that function's points and nothing else.
 
-Each variant is graded by the grader's own graded run (:func:`course_tools.probe_plan.write` and
-:mod:`course_tools.probe_runner`: a fresh process per test cell, the scaffolds of
-:mod:`course_tools.scaffolds` in place of the other exercises a function calls) in the assignment's
+Each variant is graded by the grader's own graded run (:func:`course_tools.grading.probe_plan.write` and
+:mod:`course_tools.in_sandbox.probe_runner`: a fresh process per test cell, the scaffolds of
+:mod:`course_tools.grading.scaffolds` in place of the other exercises a function calls) in the assignment's
 student edition, without the sandbox (whose walls are tested in test_sandbox and test_redteam) and
 without nbgrader (whose recording of the same verdicts test_grading checks), so that all 37 mistakes
-take seconds. Verdicts are the grader's: :func:`course_tools.verdicts.judge` on the answer keys.
+take seconds. Verdicts are the grader's: :func:`course_tools.grading.verdicts.judge` on the answer keys.
 """
 
 from __future__ import annotations
@@ -20,9 +20,12 @@ import nbformat
 import pytest
 
 from grading_helpers import edition_namespace
-from course_tools import answer_keys, exercises, probe_plan, probe_runner, sandbox
-from course_tools.grading import edition_dir, experiment_sources
-from course_tools.verdicts import judge
+from course_tools.authoring import answer_keys
+from course_tools import exercises
+from course_tools.grading import probe_plan, sandbox
+from course_tools.in_sandbox import probe_runner
+from course_tools.grading.autograde import edition_dir, experiment_sources
+from course_tools.grading.verdicts import judge
 
 ROOT = Path(__file__).resolve().parents[1]
 

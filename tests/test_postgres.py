@@ -1,4 +1,4 @@
-"""The throwaway PostgreSQL server (course_tools.postgres): real PostgreSQL, real nbgrader gradebook."""
+"""The throwaway PostgreSQL server (course_tools.grading.postgres): real PostgreSQL, real nbgrader gradebook."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import sqlalchemy
 from nbgrader.api import Gradebook
 
-from course_tools.postgres import throwaway_postgres
+from course_tools.grading.postgres import throwaway_postgres
 
 pytestmark = pytest.mark.slow
 

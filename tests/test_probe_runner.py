@@ -26,7 +26,7 @@ import pytest
 import torch
 
 from grading_helpers import edition_namespace
-from course_tools import forbid, probe_runner
+from course_tools.in_sandbox import feedback_runner, forbid, probe_runner
 
 LSTM_NAMES = {"lstm_cell", "LSTMCell", "LSTM", "lstm"}
 LAYER_NORM_NAMES = {"layer_norm", "LayerNorm", "native_layer_norm", "group_norm", "GroupNorm", "batch_norm",
@@ -378,9 +378,10 @@ LATER_CHEATS = {
 def _graded_with_keys(assignment: str, variants: dict[str, tuple[str, str]], tmp_path) -> dict[str, dict[str, bool]]:
     """``variant -> {grade_id: passed}``: each variant (``function, answer``; the reference answers elsewhere)
     graded by the graded run on the function's cells, in a child of this process with the student edition."""
-    from course_tools import answer_keys, probe_plan, sandbox
-    from course_tools.grading import edition_dir, experiment_sources
-    from course_tools.verdicts import judge
+    from course_tools.authoring import answer_keys
+    from course_tools.grading import probe_plan, sandbox
+    from course_tools.grading.autograde import edition_dir, experiment_sources
+    from course_tools.grading.verdicts import judge
 
     root = Path(__file__).resolve().parents[1]
     release = nbformat.read(root / "exercises" / assignment / f"{assignment}.ipynb", as_version=4)
@@ -440,11 +441,10 @@ def test_later_cheats_lose_their_function_s_points_under_the_real_answer_keys(as
         assert graded[name] and not any(graded[name].values()), f"{assignment}: {name} kept points: {graded[name]}"
 
 
-def test_feedback_records_written_just_before_the_child_exits_are_all_read(tmp_path, monkeypatch):
+def test_feedback_records_written_just_before_the_child_exits_are_all_read(tmp_path):
     # The feedback child may write its last records and exit while the grader is still busy with an earlier
     # one; those records are in the pipe and must be read, not taken for a kernel that died (a red-team
     # batch once reported "the kernel died in tfidf" for a notebook whose every cell ran).
-    monkeypatch.setattr(probe_runner, "STARTED", time.monotonic())  # the runner's clock starts with its process
     plan, namespace = _plan(tmp_path, "def f(x):\n    return x\n", "f")
     plan["feedback"] = [{"index": 1, "label": "first", "source": "print('one')"},
                         {"index": 2, "label": "second", "source": "import time\ntime.sleep(0.3)\nprint('two')"}]
@@ -455,6 +455,6 @@ def test_feedback_records_written_just_before_the_child_exits_are_all_read(tmp_p
         if len(records) == 1:
             time.sleep(1.5)  # a busy grader: the child finishes cell 2 and exits meanwhile
 
-    probe_runner.run_feedback(namespace, plan, slow_emit)
+    feedback_runner.run_feedback(namespace, plan, slow_emit, started=time.monotonic())
     assert [r.get("index") for r in records] == [1, 2], records
     assert records[1]["text"] == "two\n" and not any("died" in r for r in records), records

@@ -26,8 +26,9 @@ import pytest
 import yaml
 from myst_nb.core.read import read_myst_markdown_notebook
 
-from course_tools import (course_calendar, edition, exercises, install_cells, leaks, public, site_config,
-                          student_install, wheels)
+from course_tools.book import course_calendar, install_cells, public, student_install
+from course_tools.authoring import edition, leaks, wheels
+from course_tools import exercises, site_config
 
 MIDTERM = dict(released=["ps01", "ps02", "ps03", "ps04", "ps05"], revealed=["ps01", "ps02", "ps03", "ps04"])
 
@@ -168,7 +169,7 @@ def test_myst_roles_and_directives_become_plain_markdown(root):
     """Citations with the book's author-year labels, glued values formatted as myst-nb formats them (or a link
     to the book when the chapter was not executed), cross-references as links to the book's pages, directives
     as Markdown; code is left alone."""
-    from course_tools import citations, plain_markdown
+    from course_tools.book import citations, plain_markdown
 
     site = site_config.read_site(root)
     page = site.page("chapters/ch08_bert")
@@ -339,7 +340,7 @@ def test_chapter_notebooks_read_outside_the_book(tree, midterm_tree, root):
     """Their Markdown holds no MyST role or directive (citations, glued numbers, cross-references and answers are
     plain Markdown), each figure's caption follows the cell that draws it, and the works cited close the notebook.
     The note says what happens where the installed edition does not reveal an answer the chapter needs."""
-    from course_tools.citations import read_bibliography
+    from course_tools.book.citations import read_bibliography
 
     bibliography = {ref.label for ref in read_bibliography(root).values()}
     for path in sorted((tree / "chapters").glob("*.ipynb")):

@@ -39,7 +39,7 @@ from nbgrader.api import Gradebook
 
 import redteam_submissions as rt
 from conftest import run
-from course_tools.sandbox import SANDBOX_UIDS
+from course_tools.grading.sandbox import SANDBOX_UIDS
 
 pytestmark = pytest.mark.slow
 
@@ -404,7 +404,8 @@ def _plain_norm(x):
 
 
 def test_the_probe_records_a_forbidden_call():
-    from course_tools import probe, verdicts
+    from course_tools.in_sandbox import probe
+    from course_tools.grading import verdicts
 
     outcome = probe.run_case(_plain_norm, {"args": (np.ones(3),), "kwargs": {}}, record_calls=True)
     assert verdicts.forbidden_calls(outcome["calls"], ["norm"])
@@ -412,7 +413,8 @@ def test_the_probe_records_a_forbidden_call():
 
 @pytest.mark.parametrize("fn", [_sneaky_norm, _threaded_norm], ids=["setprofile_off", "thread"])
 def test_a_forbidden_call_cannot_be_hidden_from_the_probe(fn):
-    from course_tools import probe, verdicts
+    from course_tools.in_sandbox import probe
+    from course_tools.grading import verdicts
 
     outcome = probe.run_case(fn, {"args": (np.ones(3),), "kwargs": {}}, record_calls=True)
     assert verdicts.forbidden_calls(outcome.get("calls", []), ["norm"]) or "error" in outcome

@@ -67,7 +67,7 @@ CHEATS = {
     # the grader's own modules patched where the kernel can import them: no calls recorded, no sentinels
     "probe_patched": """
         import sys
-        for _name in ("probe", "forbid", "course_tools.probe", "course_tools.forbid"):
+        for _name in ("probe", "forbid", "course_tools.in_sandbox.probe", "course_tools.in_sandbox.forbid"):
             try:
                 _module = __import__(_name, fromlist=["x"])
             except ImportError:

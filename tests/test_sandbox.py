@@ -23,7 +23,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_tools import grading, memory_cgroup, sandbox
+from course_tools.grading import autograde, memory_cgroup, sandbox
 
 pytestmark = pytest.mark.slow
 MARKER = "course-sandbox-test-daemon"
@@ -109,9 +109,9 @@ def executed(tmp_path_factory, root):
         nb.cells.append(nbformat.v4.new_code_cell(source.format(port=listener.getsockname()[1], paths=paths, home=str(Path.home())),
                                                   metadata={"name": name}))
     nbformat.write(nb, job / "in" / "notebook.ipynb")
-    shutil.copy(Path(grading.__file__).with_name("sandbox_runner.py"), job / "in")
+    shutil.copy(autograde.IN_SANDBOX / "sandbox_runner.py", job / "in")
     started = time.time()
-    result = sandbox.run_notebook(job, grading.edition_dir("ps01_counts"), sandbox.Limits(cell_seconds=60))
+    result = sandbox.run_notebook(job, autograde.edition_dir("ps01_counts"), sandbox.Limits(cell_seconds=60))
     stop.set()
     out = nbformat.read(job / "out" / "notebook.ipynb", as_version=4)
     text = {c.metadata["name"]: "".join(o.get("text", "") for o in c.outputs) for c in out.cells}
@@ -175,8 +175,8 @@ def _run_cells(job: Path, cells: dict[str, str], limits: sandbox.Limits):
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(source, metadata={"name": name}) for name, source in cells.items()]
     nbformat.write(nb, job / "in" / "notebook.ipynb")
-    shutil.copy(Path(grading.__file__).with_name("sandbox_runner.py"), job / "in")
-    result = sandbox.run_notebook(job, grading.edition_dir("ps01_counts"), limits)
+    shutil.copy(autograde.IN_SANDBOX / "sandbox_runner.py", job / "in")
+    result = sandbox.run_notebook(job, autograde.edition_dir("ps01_counts"), limits)
     path = job / "out" / "notebook.ipynb"
     out = nbformat.read(path, as_version=4) if path.exists() else nbformat.v4.new_notebook()
     text = {c.metadata["name"]: "".join(o.get("text", "") or o.get("ename", "") for o in c.outputs) for c in out.cells}
@@ -229,9 +229,9 @@ def test_wall_clock_bounds_a_cell_and_a_deaf_kernel_is_killed(tmp_path):
 
 
 def _graders_notes(job: Path, result: sandbox.RunResult, limits: sandbox.Limits):
-    """What the grader makes of a run (:func:`course_tools.grading._merge`): the notebook and the notes."""
+    """What the grader makes of a run (:func:`course_tools.grading.autograde._merge`): the notebook and the notes."""
     nb = nbformat.read(job / "in" / "notebook.ipynb", as_version=4)
-    return nb, grading._merge(nb, job, list(range(len(nb.cells))), result, limits, set())
+    return nb, autograde._merge(nb, job, list(range(len(nb.cells))), result, limits, set())
 
 
 FILL = """
@@ -284,14 +284,14 @@ LINKED = """
 import json, shutil, sys
 from pathlib import Path
 import nbformat
-from course_tools import grading, sandbox
+from course_tools.grading import autograde, sandbox
 job = Path(sys.argv[1])
 (job / "in").mkdir(parents=True)
 nb = nbformat.v4.new_notebook()
 nb.cells = [nbformat.v4.new_code_cell("import os, sys, numpy\\nprint(sys.prefix, os.path.realpath(numpy.__file__))")]
 nbformat.write(nb, job / "in" / "notebook.ipynb")
-shutil.copy(Path(grading.__file__).with_name("sandbox_runner.py"), job / "in")
-result = sandbox.run_notebook(job, grading.edition_dir("ps01_counts"), sandbox.Limits())
+shutil.copy(autograde.IN_SANDBOX / "sandbox_runner.py", job / "in")
+result = sandbox.run_notebook(job, autograde.edition_dir("ps01_counts"), sandbox.Limits())
 out = nbformat.read(job / "out" / "notebook.ipynb", as_version=4)
 print(json.dumps({"prefix": sys.prefix, "stderr": result.stderr[-300:],
                   "output": "".join(o.get("text", "") for o in out.cells[0].outputs)}))"""

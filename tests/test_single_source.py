@@ -15,7 +15,8 @@ import nbformat
 import numpy as np
 import pytest
 
-from course_tools import answer_keys, edition, exercises, leaks, release, sync, tool_env
+from course_tools.authoring import answer_keys, edition, leaks, release, sync
+from course_tools import exercises, tool_env
 
 pytestmark = pytest.mark.slow
 
@@ -59,7 +60,7 @@ def test_sync_check_passes_with_other_blas_kernels(root, kernel):
     The recomputed expected values then differ in their last bits from the stored keys; what defines
     the cases does not change.
     """
-    code = "from course_tools import sync; import sys; changes = sync.sync(check=True); print(changes); sys.exit(bool(changes))"
+    code = "from course_tools.authoring import sync; import sys; changes = sync.sync(check=True); print(changes); sys.exit(bool(changes))"
     result = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True,
                             env=tool_env(OPENBLAS_CORETYPE=kernel, ONEDNN_MAX_CPU_ISA="SSE41"))
     assert result.returncode == 0, result.stdout + result.stderr[-2000:]

@@ -12,7 +12,7 @@ import json
 import nbformat
 import pytest
 
-from course_tools import measure, scoring, stated_results
+from course_tools.authoring import measure, scoring, stated_results
 from course_tools.exercises import solution_notebooks
 
 MEASURED = sorted(stated_results.EXPERIMENTS)

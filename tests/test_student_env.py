@@ -2,7 +2,7 @@
 
 ``requirements-student.txt`` (what a student installs) against ``requirements.txt`` (what the course
 is built and graded with) and against what the chapters and problem sets import; the two install
-lines of :mod:`course_tools.student_install` on every page that tells a student what to install;
+lines of :mod:`course_tools.book.student_install` on every page that tells a student what to install;
 the error a student edition's empty exercise raises; and the self-study page's walkthrough for
 problem sets 5 to 8, run against the answers (and against a wrong one). All fast (the walkthrough
 runs in one interpreter, about 15 s); the public tree and the built pages are checked in
@@ -24,9 +24,11 @@ import nbformat
 import pytest
 
 from course_lib.unrevealed import NotRevealed
-from course_tools import course_calendar, edition, exercises, install_cells, public, public_files, site_config
-from course_tools import student_install
-from course_tools.install_cells import normalize, pins
+from course_tools.book import course_calendar, install_cells, public, public_files
+from course_tools.authoring import edition
+from course_tools import exercises, site_config
+from course_tools.book import student_install
+from course_tools.book.install_cells import normalize, pins
 
 NOT_IMPORTED = set()  # the chapters' `glue` is course_lib.notebook's, so nothing of the book build
 

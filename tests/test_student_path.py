@@ -2,7 +2,7 @@
 
 The book build (the ``html`` fixture, ``tasks.py book``) makes the students' environment from the install
 lines of the pages, fetched over HTTP from a local server that serves the public tree as the book's URL
-serves the site (``course_tools/student_env.py``), and executes every chapter in it: a chapter cell that
+serves the site (``course_tools/book/student_env.py``), and executes every chapter in it: a chapter cell that
 errors, or a package the lines miss, fails the build. Here:
 
 - the lines the built pages show (every problem-set page, the self-study page, the public README) are
@@ -30,7 +30,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_tools import browser, student_env
+from course_tools.book import browser, student_env
 from course_tools.exercises import assignments
 from course_tools.site_config import read_site
 
@@ -172,7 +172,7 @@ def test_each_problem_set_runs_top_to_bottom_from_its_page(problem_sets, name):
 
 @pytest.mark.parametrize("name", assignments())
 def test_each_problem_set_lands_where_its_page_says(problem_sets, name):
-    from course_tools import stated_results
+    from course_tools.authoring import stated_results
 
     nb = problem_sets[name]
     if name in stated_results.EXPERIMENTS:

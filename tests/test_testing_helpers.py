@@ -16,7 +16,7 @@ from matplotlib.axes import Axes  # noqa: E402
 
 from course_lib import plotting  # noqa: E402
 from course_lib.testing import assert_close, quiet  # noqa: E402
-from course_tools.answer_keys import decode as decode_cases, encode as encode_cases  # noqa: E402
+from course_tools.authoring.answer_keys import decode as decode_cases, encode as encode_cases  # noqa: E402
 
 # ---------------------------------------------------------------- assert_close
 

@@ -1,7 +1,7 @@
 """The grader's side of a verdict: plain data decoded without running anything, compared with the key.
 
 Everything here runs in the test process: the probe's outcomes are produced by
-``course_tools.probe.run_case`` and passed through JSON, as they come out of a sandbox.
+``course_tools.in_sandbox.probe.run_case`` and passed through JSON, as they come out of a sandbox.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from course_tools import answer_keys, probe, verdicts
+from course_tools.authoring import answer_keys
+from course_tools.in_sandbox import probe
+from course_tools.grading import verdicts
 
 
 def _roundtrip(value):
@@ -151,7 +153,7 @@ def test_files_the_sandbox_wrote_are_read_as_untrusted_data(tmp_path):
 
 
 def test_the_runners_report_is_decoded_as_untrusted_data():
-    from course_tools.grading import read_report
+    from course_tools.grading.autograde import read_report
 
     assert read_report(b'{"cells": {}}') == {"cells": {}}
     assert read_report(b"[" * 100_000 + b"]" * 100_000) == {}
@@ -176,7 +178,7 @@ def test_float32_entries_that_cancel_are_judged_on_the_arrays_scale():
     another correct order of summation moves it by units of its neighbours' last bits (3e-6 on a
     gradient entry of 0.07 beside entries of 18, seen between two machines). That is no error, in the
     grader or in ``sync --check``; a wrong entry of any size still is."""
-    from course_tools import sync
+    from course_tools.authoring import sync
 
     rng = np.random.default_rng(1)
     terms = rng.normal(size=(64, 200)).astype(np.float32) * 30

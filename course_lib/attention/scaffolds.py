@@ -1,7 +1,7 @@
 """Scaffolds of chapter 5: independent implementations of exercises that other exercises call, for grading.
 
 When a function that calls another exercise of its assignment is graded, the grader puts the
-scaffold in place of the student's version of that other exercise (``course_tools.scaffolds``),
+scaffold in place of the student's version of that other exercise (``course_tools.grading.scaffolds``),
 so that one mistake costs one function's points. A scaffold computes what the exercise's
 docstring promises, written independently of the exercise's answer. The attention scaffolds
 of chapters 6 and 7 (:class:`course_lib.testing.PlainScaledAttention`) serve test cases too. See :doc:`/chapters/ch05_attention`.
