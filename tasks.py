@@ -70,10 +70,17 @@ def setup() -> None:
     started = time.time()
     if not PYTHON.exists():
         _run(_base_python(), "-m", "venv", VENV)
-    _run(PYTHON, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+    # pip compiles every file it installs to bytecode on one core (half its time here); compileall then does
+    # the same work on every core
+    _run(PYTHON, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile",
          "-r", ROOT / "requirements.txt", "-e", ROOT)
-    _run(PYTHON, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps",
+    _run(PYTHON, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile", "--no-deps",
          "-r", ROOT / "requirements-nodeps.txt")
+    site_packages = subprocess.run([str(PYTHON), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                   check=True, capture_output=True, text=True).stdout.strip()
+    print(f"+ compileall -j 0 {site_packages}", flush=True)
+    subprocess.run([str(PYTHON), "-m", "compileall", "-q", "-j", "0", site_packages], cwd=ROOT, env=_env(),
+                   stdout=subprocess.DEVNULL, check=False)  # a file that does not compile is also skipped by pip
     STAMP.write_text(wanted)
     print(f"environment ready in {time.time() - started:.0f} s", flush=True)
 

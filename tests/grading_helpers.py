@@ -3,9 +3,12 @@ made from the release the way students make them."""
 
 from __future__ import annotations
 
+import atexit
 import shutil
 import subprocess
 import sys
+import tempfile
+import threading
 from pathlib import Path
 
 import nbformat
@@ -33,15 +36,41 @@ def submit(course: Path, student: str, answers: dict[str, str], edit=None, assig
     nbformat.write(nb, folder / notebook)
 
 
-def scratch_course(course: Path, root: Path, assignment: str, env: dict | None = None) -> Path:
-    """Make ``course`` an instructor's course folder: the repository's nbgrader_config.py, solutions/,
-    exercises/ and answer keys, with ``assignment`` released by real nbgrader (``--force``, as the README says)."""
+_RELEASED: dict[str, Path] = {}  # assignment -> a course folder in which real nbgrader released it, this session
+_RELEASING = threading.Lock()
+
+
+def _released(root: Path, assignment: str, env: dict | None) -> Path:
+    """A course folder with ``assignment`` released by ``nbgrader generate_assignment --force`` (once per session
+    and assignment; the grading tests copy it instead of releasing the same files again)."""
+    with _RELEASING:
+        if assignment not in _RELEASED:
+            folder = Path(tempfile.mkdtemp(prefix=f"released_{assignment}_")) / "course"
+            atexit.register(shutil.rmtree, folder.parent, True)
+            _new_course(folder, root, assignment, env)
+            _RELEASED[assignment] = folder
+        return _RELEASED[assignment]
+
+
+def _new_course(course: Path, root: Path, assignment: str, env: dict | None) -> None:
     course.mkdir(parents=True, exist_ok=True)
     shutil.copy(root / "nbgrader_config.py", course)
     for folder in ("solutions", "exercises", "answer_keys"):
         shutil.copytree(root / folder, course / folder)
     subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", assignment, "--force"], cwd=course,
                    check=True, capture_output=True, env=env)
+
+
+def scratch_course(course: Path, root: Path, assignment: str, env: dict | None = None) -> Path:
+    """Make ``course`` an instructor's course folder: the repository's nbgrader_config.py, solutions/,
+    exercises/ and answer keys, with ``assignment`` released by real nbgrader (``--force``, as the README says).
+
+    The release is made once per session and assignment and copied (its SQLite gradebook included); a course
+    whose gradebook is elsewhere (``NBGRADER_DB_URL`` in ``env``) is released in place."""
+    if env and env.get("NBGRADER_DB_URL"):
+        _new_course(course, root, assignment, env)
+    else:
+        shutil.copytree(_released(root, assignment, env), course, dirs_exist_ok=True)
     return course
 
 

@@ -635,13 +635,15 @@ def surrogate_output(ctx):
                                              "display({'text/plain': '\\ud83d'}, raw=True)\n"))
 
 
-@case("sleepers", FULL, "stopped after")
-def sleepers(ctx):
+# Named to be graded among the first (a batch takes its students in name order): its half minute of sleep then
+# overlaps the other submissions on the other worker instead of ending the batch alone.
+@case("asleep", FULL, "stopped after")
+def asleep(ctx):
     """four added cells that sleep, at the end (each outlives the cell timeout; together the notebook's)"""
     nb = answered(ctx)
     for _ in range(4):
         append(nb, "import time\ntime.sleep(1000)")
-    submit(ctx, "sleepers", nb)
+    submit(ctx, "asleep", nb)
 
 
 @case("infinite_loop", FULL, "stopped after")

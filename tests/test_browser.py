@@ -22,6 +22,8 @@ import urllib.request
 
 import pytest
 
+from conftest import after_book
+from course_tools import ROOT
 from course_tools.book import browser, public
 
 pytestmark = pytest.mark.slow
@@ -43,22 +45,40 @@ def site(html):
         yield url
 
 
+@after_book
+def _pages_read_at_every_width(html) -> dict:
+    """``width -> {page -> (measurements, console errors)}`` for every page of the toc, read in the background
+    as soon as the book is built (its own server and browser; nothing shared with the tests running beside it);
+    ``{"skip": reason}`` where Chromium cannot be had."""
+    reason = browser.ensure_chromium()
+    if reason:
+        return {"skip": reason}
+    out = {}
+    with browser.serve(html) as site:
+        for width in WIDTHS:
+            driver = browser.open_browser(width)
+            reports = out[width] = {}
+            try:
+                for page in _toc_pages(ROOT):
+                    driver.get(f"{site}{page}.html")
+                    typeset = browser.wait_until_typeset(driver)
+                    measured = driver.execute_script(browser.MEASURE_PAGE, width)
+                    measured["typeset_in_time"] = typeset
+                    measured["reading"] = driver.execute_script(browser.MEASURE_READING)
+                    errors = [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+                    reports[page] = (measured, errors)
+            finally:
+                driver.quit()
+    return out
+
+
 @pytest.fixture(scope="module", params=WIDTHS, ids=[f"{w}px" for w in WIDTHS])
-def page_reports(request, site, root):
+def page_reports(request, site):
     """``page -> (measurements, console errors)`` for every page of the toc at one width."""
-    driver = browser.open_browser(request.param)
-    reports = {}
-    try:
-        for page in _toc_pages(root):
-            driver.get(f"{site}{page}.html")
-            typeset = browser.wait_until_typeset(driver)
-            measured = driver.execute_script(browser.MEASURE_PAGE, request.param)
-            measured["typeset_in_time"] = typeset
-            measured["reading"] = driver.execute_script(browser.MEASURE_READING)
-            errors = [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
-            reports[page] = (measured, errors)
-    finally:
-        driver.quit()
+    read = _pages_read_at_every_width.result()
+    if "skip" in read:
+        pytest.skip(read["skip"])
+    reports = read[request.param]
     print(f"\nbrowser report at {request.param} px:")
     for page, (m, errors) in reports.items():
         print(f"  {page:45} equations {m['typeset']}/{m['displays']} typeset, clipped {len(m['clipped'])}, "

@@ -167,3 +167,32 @@ def test_modules_stay_small(package, name):
     limit = PACKAGES[package].max_lines
     lines = len(MODULES[package][name].read_text(encoding="utf-8").splitlines())
     assert lines <= limit, f"{package}.{name} has {lines} lines; split it by concept (at most {limit})"
+
+
+def test_each_problem_set_keeps_its_hidden_cases_in_a_module_of_its_own():
+    from course_tools.authoring import cases
+    from course_tools.exercises import assignments, owners
+
+    owner = owners()
+    modules = cases.problem_set_modules()
+    assert list(modules) == assignments(), "one module of course_tools/authoring/cases/ per problem set"
+    for name, module in modules.items():
+        for table in (*cases.TABLES, "TORCH"):
+            strays = sorted(key for key in getattr(module, table, ()) if owner.get(key) != name)
+            assert not strays, f"cases/{name}.py {table} holds exercises of other problem sets: {strays}"
+    assert set(cases.GENERATORS) == {key for m in modules.values() for key in m.GENERATORS}
+
+
+def test_two_problem_sets_cannot_claim_one_exercise(monkeypatch):
+    import types
+
+    from course_tools.authoring import cases
+
+    def generator(rng):
+        yield (), {}
+
+    twins = {name: types.SimpleNamespace(GENERATORS={"vectors.counts.one_hot": generator})
+             for name in ("ps01_counts", "ps09_subwords")}
+    monkeypatch.setattr(cases, "problem_set_modules", lambda: twins)
+    with pytest.raises(ValueError, match="ps09_subwords.GENERATORS repeats .'vectors.counts.one_hot'."):
+        cases._merged()

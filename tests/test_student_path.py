@@ -30,6 +30,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from conftest import after_book
+from course_tools import ROOT
 from course_tools.book import browser, student_env
 from course_tools.exercises import assignments
 from course_tools.site_config import read_site
@@ -66,16 +68,8 @@ def built(html, root):
     """The built site, served over HTTP; the students' environment the build made."""
     python = student_env.venv_python()
     assert python.exists(), "the self-study build makes the students' environment and executes the chapters in it"
-    saved = os.environ.get("JUPYTER_PATH")
-    os.environ["JUPYTER_PATH"] = str(student_env.kernel_dir())  # kernel "python3" is the students' environment
-    try:
-        with browser.serve(html) as served:
-            yield html, served, python
-    finally:
-        if saved is None:
-            os.environ.pop("JUPYTER_PATH")
-        else:
-            os.environ["JUPYTER_PATH"] = saved
+    with browser.serve(html) as served:
+        yield html, served, python
 
 
 def test_every_page_shows_the_lines_the_chapters_ran_with(built, root):
@@ -127,10 +121,15 @@ def _install_edition(line: str, python: Path, book_url: str, served: str, target
 
 
 def _execute(nb, cwd: Path, target: Path | None, allow_errors: bool = False):
-    """Run ``nb`` top to bottom in the students' kernel, with ``target`` first on its path."""
+    """Run ``nb`` top to bottom in the students' kernel (the kernel spec the build wrote for the students'
+    environment, found without changing this process's JUPYTER_PATH), with ``target`` first on its path."""
+    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.manager import KernelManager
     from nbclient import NotebookClient
 
-    client = NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name="python3", allow_errors=allow_errors,
+    specs = KernelSpecManager(kernel_dirs=[str(student_env.kernel_dir() / "kernels")], ensure_native_kernel=False)
+    kernel = KernelManager(kernel_name="python3", kernel_spec_manager=specs)
+    client = NotebookClient(nb, km=kernel, timeout=CELL_TIMEOUT, allow_errors=allow_errors,
                             resources={"metadata": {"path": str(cwd)}})
     client.execute(env=_kernel_env(target))
     return nb
@@ -141,25 +140,33 @@ def _errors(nb) -> list[str]:
             if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]
 
 
-@pytest.fixture(scope="module")
-def problem_sets(built, root, tmp_path_factory):
+@after_book
+def _problem_sets_in_the_students_environment(html: Path) -> dict:
     """Every problem set of the public tree, answers filled in, executed in the students' environment
-    with its page's edition: ``name -> executed notebook``. Two at a time."""
-    html, served, python = built
-    book_url = read_site(root).book_url
-    public = root / "_build" / "public"
-    scratch = tmp_path_factory.mktemp("student_path")
+    with its page's edition: ``name -> executed notebook``. Two at a time, in the background as soon as the
+    book is built (it shares nothing with the tests that run meanwhile: its own server, kernels and folder)."""
+    python = student_env.venv_python()
+    assert python.exists(), "the self-study build makes the students' environment and executes the chapters in it"
+    book_url = read_site(ROOT).book_url
+    public = ROOT / "_build" / "public"
+    scratch = ROOT / "_build" / "student_path"
+    shutil.rmtree(scratch, ignore_errors=True)
 
-    def one(name: str):
+    def one(name: str, served: str):
         line = _edition_line(_install_lines(html / "exercises" / name / f"{name}.html"))
         target, work = scratch / f"{name}_edition", scratch / name
         _install_edition(line, python, book_url, served, target)
         shutil.copytree(public / "exercises" / name, work)
-        nb = _with_answers(work / f"{name}.ipynb", root / "solutions" / name / f"{name}.ipynb")
+        nb = _with_answers(work / f"{name}.ipynb", ROOT / "solutions" / name / f"{name}.ipynb")
         return name, _execute(nb, work, target, allow_errors=True)
 
-    with ThreadPoolExecutor(2) as pool:
-        return dict(pool.map(one, assignments(root)))
+    with browser.serve(html) as served, ThreadPoolExecutor(2) as pool:
+        return dict(pool.map(lambda name: one(name, served), assignments(ROOT)))
+
+
+@pytest.fixture(scope="module")
+def problem_sets(built):
+    return _problem_sets_in_the_students_environment.result()
 
 
 @pytest.mark.parametrize("name", assignments())
