@@ -124,14 +124,14 @@ def _execute(nb, cwd: Path, target: Path | None, allow_errors: bool = False):
     """Run ``nb`` top to bottom in the students' kernel (the kernel spec the build wrote for the students'
     environment, found without changing this process's JUPYTER_PATH), with ``target`` first on its path."""
     from jupyter_client.kernelspec import KernelSpecManager
-    from jupyter_client.manager import KernelManager
+    from jupyter_client.manager import AsyncKernelManager
     from nbclient import NotebookClient
 
     specs = KernelSpecManager(kernel_dirs=[str(student_env.kernel_dir() / "kernels")], ensure_native_kernel=False)
-    kernel = KernelManager(kernel_name="python3", kernel_spec_manager=specs)
+    kernel = AsyncKernelManager(kernel_name="python3", kernel_spec_manager=specs)
     client = NotebookClient(nb, km=kernel, timeout=CELL_TIMEOUT, allow_errors=allow_errors,
                             resources={"metadata": {"path": str(cwd)}})
-    client.execute(env=_kernel_env(target))
+    client.execute(env=_kernel_env(target), cleanup_kc=True)  # a kernel manager given: shut its kernel down too
     return nb
 
 
