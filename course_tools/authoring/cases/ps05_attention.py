@@ -88,11 +88,24 @@ def _table(rng, steps, vocab, eos, sharpness, eos_start, eos_slope):
     return TableModel(z - np.logaddexp.reduce(z, axis=-1, keepdims=True))
 
 
-def beam_search(rng):
+def _random_gru_decoder(rng, vocab: int):
+    """``(step_fn, state)`` of a plain GRU seq2seq with random weights drawn from ``rng`` (its step function holds
+    no exercise of this assignment), on a random four-token source."""
+    import torch
+
     from course_lib.attention.decoding import translation_step_fn
     from course_lib.attention.seq2seq import Seq2Seq
     from course_lib.training import torch_seed
 
+    with torch_seed(0):
+        model = Seq2Seq(5, vocab, embed_dim=4, hidden_size=5, attention=None).double()
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.copy_(torch.from_numpy(rng.normal(size=tuple(parameter.shape)) * 1.5))
+    return translation_step_fn(model, rng.integers(1, 5, size=4))
+
+
+def beam_search(rng):
     # (steps, V, beam_width, max_len, alpha, sharpness, <eos> logit at step 0, its growth per step)
     for steps, vocab, width, max_len, alpha, sharpness, start, slope in [
             (3, 4, 1, 3, 0.0, 2.0, 0.0, 0.0), (6, 5, 2, 6, 0.6, 1.5, -1.0, 1.0), (6, 6, 3, 6, 1.0, 1.0, -1.0, 0.8),
@@ -105,16 +118,8 @@ def beam_search(rng):
         yield (model, np.zeros(1), bos, eos, width, max_len), {"alpha": alpha}
     # A decoder whose state remembers the whole output: a hypothesis must keep its parent's state.
     # (plain GRU seq2seq, random weights; its step function holds no exercise of this assignment)
-    import torch
-
     for vocab, width, max_len, alpha in [(6, 3, 6, 0.0), (8, 4, 7, 1.0)]:
-        with torch_seed(0):
-            model = Seq2Seq(5, vocab, embed_dim=4, hidden_size=5, attention=None).double()
-        with torch.no_grad():
-            for parameter in model.parameters():
-                parameter.copy_(torch.from_numpy(rng.normal(size=tuple(parameter.shape)) * 1.5))
-        step_fn, state = translation_step_fn(model, rng.integers(1, 5, size=4))
-        yield (step_fn, state, 1, 2, width, max_len), {"alpha": alpha}
+        yield (*_random_gru_decoder(rng, vocab), 1, 2, width, max_len), {"alpha": alpha}
     # Three such decoders (25 of 3000 seeds searched) where handing the live hypotheses the wrong states when a
     # finished one ranks above a live one (the parents of the first len(live) of the top beam_width, finished ones
     # included, instead of the live ones' own) changes the output
@@ -122,13 +127,7 @@ def beam_search(rng):
         draw = np.random.default_rng(seed)
         vocab, width, max_len = int(draw.integers(5, 9)), int(draw.integers(2, 5)), int(draw.integers(4, 8))
         alpha = [0.0, 0.6, 1.0][int(draw.integers(3))]
-        with torch_seed(0):
-            model = Seq2Seq(5, vocab, embed_dim=4, hidden_size=5, attention=None).double()
-        with torch.no_grad():
-            for parameter in model.parameters():
-                parameter.copy_(torch.from_numpy(draw.normal(size=tuple(parameter.shape)) * 1.5))
-        step_fn, state = translation_step_fn(model, draw.integers(1, 5, size=4))
-        yield (step_fn, state, 1, 2, width, max_len), {"alpha": alpha}
+        yield (*_random_gru_decoder(draw, vocab), 1, 2, width, max_len), {"alpha": alpha}
 
 
 GENERATORS = {
