@@ -52,29 +52,20 @@ def _uses_book(item) -> bool:
     return "html" in getattr(item, "fixturenames", ())
 
 
-SEVERAL_CORES = {"test_cluster_grading.py", "test_grading.py", "test_loaded_grading.py"}
-"""Tests that keep both cores busy themselves (two graders or workers at once, busy loops): the last of the tests
-that do not read the book, so that once the background work after the build is done (:func:`after_book`) the
-machine stays full instead of one core waiting on a single-process test."""
-
-
 def _order(item) -> int:
-    """0: runs while the book builds; 1: the same, tests that use several cores; 2: reads the built book;
-    3: the red team, once the build is done."""
+    """0: runs while the book builds; 1: reads the built book; 2: the red team, once the build is done."""
     if _uses_book(item):
-        return 2
-    if item.path.name in GRADING_FILES:
-        return 3
-    return 1 if item.path.name in SEVERAL_CORES else 0
+        return 1
+    return 2 if item.path.name in GRADING_FILES else 0
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session, config, items):
-    """The build starts in the background (:func:`pytest_configure`, :func:`pytest_collection_finish`); the
-    tests that do not read the book run meanwhile, those that keep both cores busy themselves last
-    (:data:`SEVERAL_CORES`), beside the work that starts when the build ends (:func:`after_book`); then the
-    tests that read the book; then the red team's batches (:data:`GRADING_FILES`), alone. The order within
-    each group is kept."""
+    """The build starts in the background as soon as the tests that read the book are collected
+    (:func:`pytest_collection_finish`); the other tests run meanwhile, on the core the build leaves idle
+    while pip installs the students' environment, Sphinx writes the pages or only one chapter is left to
+    execute; then the tests that read the book; then the red team's batches (:data:`GRADING_FILES`), on a
+    machine the build no longer loads. The order within each group is kept."""
     if any(_uses_book(item) for item in items):
         items[:] = sorted(items, key=_order)  # stable
 
