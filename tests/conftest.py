@@ -84,7 +84,7 @@ def pytest_collection_finish(session):
     if not session.config.option.collectonly and any(_uses_book(item) for item in session.items):
         _start_book()
         selected = {item.path.name for item in session.items}
-        for job in _JOBS.values():
+        for job in _JOBS:
             if job.module in selected:
                 _STARTED.append(job)
                 threading.Thread(target=job.run, name=f"after-book {job.name}", daemon=True).start()
@@ -121,7 +121,7 @@ class _AfterBook:
         return self.future.result()
 
 
-_JOBS: dict[str, _AfterBook] = {}
+_JOBS: list[_AfterBook] = []  # every job the collected modules registered
 _STARTED: list[_AfterBook] = []  # the jobs of this session, which the tests that read the book wait for
 
 
@@ -135,7 +135,7 @@ def after_book(fn=None, *, last: bool = False):
     that read the book wait for every job of the session (:func:`html`)."""
     def register(fn):
         job = _AfterBook(fn, Path(sys.modules[fn.__module__].__file__).name, last)
-        _JOBS[f"{job.module}:{job.name}"] = job
+        _JOBS.append(job)
         return job
     return register(fn) if fn is not None else register
 
