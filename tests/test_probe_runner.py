@@ -26,6 +26,7 @@ import pytest
 import torch
 
 from grading_helpers import edition_namespace
+from course_tools.grading import scaffolds
 from course_tools.in_sandbox import feedback_runner, forbid, probe_runner
 
 LSTM_NAMES = {"lstm_cell", "LSTMCell", "LSTM", "lstm"}
@@ -262,6 +263,22 @@ def test_the_course_s_own_stand_in_for_an_exercise_is_not_its_answer(tmp_path):
     outcome = probe_runner.run(plan, namespace)["cells"]["test_f"]
     assert outcome["forbidden"] == ["course_lib.testing.PlainScaledAttention"], outcome
     plan, namespace = _plan(tmp_path, source, "f", ATTENTION_NAMES, tensors=True)  # grading another function
+    outcome = probe_runner.run(plan, namespace)["cells"]["test_f"]
+    assert outcome["forbidden"] == [] and "value" in outcome["cases"][0], outcome
+
+
+def test_the_library_s_fused_lstm_layer_is_no_answer_to_lstm_cell(tmp_path):
+    # ps04: one step of lstm_cell computed by the layer the library trains with (a Recurrent of one step runs
+    # course_lib.recurrent.fused_lstm), which the student edition ships before lstm_cell is revealed
+    source = ("from course_lib.recurrent import cells, layers\n"
+              "def f(x):\n    layer = layers.Recurrent(cells.LSTMCell(3, 2))\n"
+              "    return layer(torch.as_tensor(x, dtype=torch.float32)[None, None])[0][0, 0].detach()\n")
+    stand_ins = scaffolds.stand_ins("ps04_lstm", "lstm_cell")
+    assert set(stand_ins) == {"course_lib.recurrent.fused_lstm:lstm_layer", "course_lib.recurrent.fused_lstm:_LSTMLayer"}
+    plan, namespace = _plan(tmp_path, source, "f", LSTM_NAMES, stand_ins=stand_ins, tensors=True)
+    outcome = probe_runner.run(plan, namespace)["cells"]["test_f"]
+    assert outcome["forbidden"] == ["course_lib.recurrent.fused_lstm.lstm_layer"], outcome
+    plan, namespace = _plan(tmp_path, source, "f", LSTM_NAMES, tensors=True)  # grading another function
     outcome = probe_runner.run(plan, namespace)["cells"]["test_f"]
     assert outcome["forbidden"] == [] and "value" in outcome["cases"][0], outcome
 

@@ -21,7 +21,8 @@ import torch
 from torch import nn
 
 from course_lib import checks
-from course_lib.recurrent.cells import CELLS, Cell
+from course_lib.recurrent.cells import CELLS, Cell, LSTMCell, lstm_cell
+from course_lib.recurrent.fused_lstm import lstm_layer
 
 
 def _select(mask: torch.Tensor, new, old):
@@ -76,7 +77,16 @@ class Recurrent(nn.Module):
         return torch.stack(outputs, dim=1), state, states  # (B, T, H)
 
     def forward(self, x: torch.Tensor, lengths=None, state=None):
-        """``(outputs, final)`` of :meth:`run`: ``(B, T, H)`` outputs and the final state."""
+        """``(outputs, final)`` of :meth:`run`: ``(B, T, H)`` outputs and the final state.
+
+        An LSTM layer whose cell runs the library's own :func:`~course_lib.recurrent.cells.lstm_cell`
+        computes the same with :func:`~course_lib.recurrent.fused_lstm.lstm_layer` (the input projection
+        of all steps at once and a hand-written backward pass; chapter 4); any other cell is unrolled by
+        :meth:`run`.
+        """
+        cell = self.cell
+        if isinstance(cell, LSTMCell) and cell.cell_fn is lstm_cell:
+            return lstm_layer(x, state, cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh, lengths)
         outputs, final, _ = self.run(x, lengths, state)
         return outputs, final
 
