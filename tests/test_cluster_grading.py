@@ -118,7 +118,7 @@ def test_a_dask_cluster_grades_into_postgresql_what_serial_grading_gives_in_sqli
         graded = run(["-m", "course_tools", "grade", ASSIGNMENT, "--no-experiments", "--scheduler", cluster.address],
                      cwd=course, check=False, NBGRADER_DB_URL=url)
         assert not (course / "gradebook.db").exists(), "the gradebook is the PostgreSQL database"
-        assert _export(course, NBGRADER_DB_URL=url) == expected
+        assert _export(course, NBGRADER_DB_URL=url) == expected, graded.stdout + graded.stderr
     assert f"on {cluster.address}" in graded.stdout.splitlines()[0]
     summary = graded.stdout.splitlines()[-1]
     assert summary.startswith("graded 5 in ") and "recorded by nbgrader in" in summary

@@ -6,7 +6,8 @@
 1. refuses, saying why, when no sandbox can be had here (:func:`course_tools.grading.sandbox.unavailable`),
    unless ``--unsandboxed`` asks to grade without isolation;
 2. stages each ``submitted/<student>/<assignment>/`` (:mod:`course_tools.grading.staging`) into
-   ``_grading/<assignment>/staged``: only notebooks the grader wrote reach nbgrader;
+   ``_grading/<assignment>/staged``: only notebooks the grader wrote reach nbgrader; a local cluster
+   starts meanwhile (:func:`course_tools.grading.cluster.connect`);
 3. makes one task per submission (:mod:`course_tools.grading.tasks`) and runs those without an
    up-to-date result in ``_grading/<assignment>/results`` (all of them with ``--regrade``) on a
    local Dask cluster, one worker per core (``--workers N``), on the cluster of ``--scheduler``, or
@@ -17,8 +18,10 @@
    process with nothing else of the batch running, and that result replaces the first
    (:func:`regrade_alone`): time limits are CPU time, wall clock only a generous outer bound, and a
    busy machine must not cost a student points;
-4. runs the real ``nbgrader autograde <assignment> --force`` once on the staged submissions that
-   have a result, whose execute step records the workers' outputs and verdicts
+4. records each submission that has a result in the gradebook as soon as its result is saved, while the
+   others still grade: the real nbgrader autograde (``Autograde``, as ``nbgrader autograde <assignment>
+   --student <student> --force`` runs it), in one process of its own for the batch
+   (:mod:`course_tools.grading.recording`), whose execute step records the workers' outputs and verdicts
    (:mod:`course_tools.grading.autograde`): the gradebook has one writer; nbgrader's full log goes to
    ``_grading/<assignment>/autograde.log``;
 5. prints each student's score from the gradebook with the notes on their submission and the
@@ -37,7 +40,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from dataclasses import asdict
@@ -45,7 +47,8 @@ from pathlib import Path
 
 from course_tools import tool_env
 from .autograde import grading_dir
-from .cluster import ClusterUnavailable, run_tasks
+from .cluster import ClusterUnavailable, connect, run_tasks
+from .recording import Recorder
 from .tasks import Result, Task, load_result, save_result
 from .worker import course_fingerprint
 from .sandbox import Limits, memory_unbounded, unavailable
@@ -74,6 +77,20 @@ def grade(assignment: str, course: Path | None = None, experiments: bool = True,
     else:
         print("WARNING: grading without a sandbox: every submission runs with your rights.", file=sys.stderr)
     started = time.time()
+    # the local cluster starts while the submissions are staged (it takes a second or two)
+    connection = None if serial else connect(workers, scheduler)
+    try:
+        return _grade(assignment, course, releases, experiments, sandboxed, workers, scheduler, serial, regrade,
+                      progress, started, connection)
+    finally:
+        if connection is not None:
+            connection.close()
+
+
+def _grade(assignment: str, course: Path, releases: list[Path], experiments: bool, sandboxed: bool,
+           workers: int | None, scheduler: str | None, serial: bool, regrade: bool, progress: bool | None,
+           started: float, connection) -> int:
+    """:func:`grade` once grading may go ahead, with the cluster ``connection`` being made (``None``: serial)."""
     work = grading_dir(course, assignment)
     for name in ("staged", "records", "notes", "recorded"):
         shutil.rmtree(work / name, ignore_errors=True)
@@ -102,42 +119,48 @@ def grade(assignment: str, course: Path | None = None, experiments: bool = True,
           f"{len(todo)} to grade {where}", flush=True)
     fresh: dict[str, Result] = {}
     cores = os.cpu_count() or 1
+    # one writer to the gradebook, recording each submission as its result comes in (course_tools.grading.recording)
+    recorded = work / "recorded"
+    env = dict(tool_env(), COURSE_GRADE_EXPERIMENTS="1" if experiments else "0",
+               COURSE_GRADE_UNSANDBOXED="0" if sandboxed else "1", COURSE_GRADE_RESULTS=str(results.resolve()))
+    recorder = Recorder(course, assignment, recorded.relative_to(course).as_posix(), env, work / "autograde.log")
+
+    def record(student: str) -> None:
+        if not (recorded / student).exists():
+            shutil.copytree(work / "staged" / student, recorded / student)
+        recorder.record(student)
 
     def on_result(result: Result) -> None:
         result.alone = serial and result.load < cores  # by itself, on a machine not busier than its cores
         save_result(result, results)
         fresh[result.student] = result
+        record(result.student)
 
-    try:
-        failures = run_tasks(todo, on_result, serial=serial, workers=workers, scheduler=scheduler, progress=progress,
-                             deadline=task_deadline(limits))
-    except ClusterUnavailable as error:
-        print(f"grading stopped: {error}", file=sys.stderr)
-        return 2
-    regraded = regrade_alone([t for t in tasks if t.student not in failures], {**kept, **fresh}, results)
-    fresh.update(regraded)
-    for student in regraded:
-        kept.pop(student, None)
-    # one writer to the gradebook: nbgrader records every submission that has a result
-    recorded = work / "recorded"
-    for student in records:
-        if student not in failures:
-            shutil.copytree(work / "staged" / student, recorded / student)
+    with recorder:
+        for student in sorted(kept):
+            record(student)
+        try:
+            failures = run_tasks(todo, on_result, serial=serial, workers=workers, scheduler=scheduler,
+                                 progress=progress, deadline=task_deadline(limits), connection=connection)
+        except ClusterUnavailable as error:
+            print(f"grading stopped: {error}", file=sys.stderr)
+            return 2
+        recorder.wait()  # nothing of the batch may run beside the submissions graded again alone
+        regraded = regrade_alone([t for t in tasks if t.student not in failures], {**kept, **fresh}, results)
+        fresh.update(regraded)
+        for student in regraded:
+            kept.pop(student, None)
+            recorder.record(student)
+        waiting = time.time()
+        returncode = recorder.close()
+    recording = time.time() - waiting
     log = work / "autograde.log"
-    env = dict(tool_env(), COURSE_GRADE_EXPERIMENTS="1" if experiments else "0",
-               COURSE_GRADE_UNSANDBOXED="0" if sandboxed else "1", COURSE_GRADE_RESULTS=str(results.resolve()))
-    returncode, recording = 0, time.time()
-    if any(recorded.glob("*")):
-        with open(log, "w", encoding="utf-8") as out:
-            returncode = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", assignment, "--force",
-                                         f"--CourseDirectory.submitted_directory={recorded.relative_to(course).as_posix()}"],
-                                        cwd=course, stdout=out, stderr=subprocess.STDOUT, env=env).returncode
-    recording = time.time() - recording
     attention = _report(records, _scores(course, assignment), failures, work)
     print(_summary(fresh, kept, failures, time.time() - started, recording, len(regraded))
           + f"; nbgrader's log: {log.relative_to(course)}")
     if returncode != 0:
-        print(f"nbgrader autograde exited with status {returncode}; see {log}", file=sys.stderr)
+        print(f"nbgrader autograde exited with status {returncode} (not recorded: "
+              f"{', '.join(sorted(recorder.failed)) or 'see the log'}); see {log}", file=sys.stderr)
         return 1
     return 1 if attention else 0
 
@@ -212,7 +235,7 @@ def regrade_alone(tasks: list[Task], results: dict[str, Result], folder: Path) -
 def _summary(fresh: dict[str, Result], kept: dict[str, Result], failures: dict[str, str], seconds: float,
              recording: float, regraded: int = 0) -> str:
     """One paragraph for the instructor: what was graded, what failed, how long it took."""
-    parts = [f"graded {len(fresh)} in {seconds:.0f} s (recorded by nbgrader in {recording:.1f} s)"]
+    parts = [f"graded {len(fresh)} in {seconds:.0f} s (recorded by nbgrader in {recording:.1f} s after the last result)"]
     if regraded:
         parts.append(f"{regraded} graded again alone after a wall-clock limit on a busy machine")
     if fresh:
