@@ -21,6 +21,8 @@ For maintainers and instructors (see README.md):
     python3 tasks.py chapter F execute one chapter alone (no book build); figures go to _build/chapter/
     python3 tasks.py measure A run problem set A's experiment with the reference answers over 5 seeds
                                [--seeds N]; write answer_keys/A.results.json, whose results sync states
+    python3 tasks.py bench     run every benchmark, one at a time, and write one table of the ratios
+                               against the reference implementations to _build/benchmarks.md [--quick]
 """
 
 from __future__ import annotations
@@ -144,6 +146,8 @@ def main(argv: list[str]) -> int:
             build_book(rest)
         elif command == "test":
             _run(PYTHON, "-m", "pytest", *rest)
+        elif command == "bench":
+            _run(PYTHON, str(ROOT / "benchmarks" / "all.py"), *rest)
         elif command in ("sync", "release", "check", "edition", "public", "grade", "leaks", "chapter", "measure"):
             _run(PYTHON, "-m", "course_tools", command, *rest)
         else:

@@ -29,14 +29,14 @@ from torch.nn import functional as F
 from course_lib.attention.masking import padding_mask
 from course_lib.attention.scores import dot_attention
 from course_lib.attention.seq2seq import Decoder
-from timing import interleaved
+from timing import cpu_name, interleaved, ratios, record, spread_text
 
 TARGET = 1.5
 
 
 def median_times(steps: dict, rounds: int, runs: int) -> dict:
-    """Median seconds per call of each step function, rounds interleaved, after 3 warm-up calls."""
-    return {name: statistics.median(t) for name, t in interleaved(steps, rounds, runs, warmup=3).items()}
+    """Seconds per call of each step function, one per round, rounds interleaved, after 3 warm-up calls."""
+    return interleaved(steps, rounds, runs, warmup=3)
 
 
 def attention_case(batch, queries, keys, hidden, rounds, runs):
@@ -104,16 +104,21 @@ def main():
     parser.add_argument("--runs", type=int, default=20)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.1f}; "
-          f"forward+backward, median of {args.rounds} rounds x {args.runs} runs, interleaved")
-    print(f"{'case':<40}{'max |diff|':>12}{'torch ms':>10}{'ours ms':>10}{'ours/torch':>12}")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {cpu_name()}, "
+          f"load average {os.getloadavg()[0]:.1f}; forward+backward, median of {args.rounds} rounds x {args.runs} "
+          f"runs, interleaved; ratio: median [range] of the rounds")
+    print(f"{'case':<40}{'max |diff|':>12}{'torch ms':>10}{'ours ms':>10}{'ours/torch':>20}")
     cases = [attention_case(64, 1, 17, 128, args.rounds, args.runs),
              attention_case(32, 128, 128, 256, args.rounds, args.runs),
              decoder_case(args.rounds, args.runs)]
     for label, difference, times in cases:
-        ratio = times["ours"] / times["torch"]
-        print(f"{label:<40}{difference:>12.1e}{times['torch'] * 1e3:>10.2f}{times['ours'] * 1e3:>10.2f}{ratio:>12.2f}")
-    print(f"target for attention: ours/torch <= {TARGET}")
+        ratio, low, high = ratios(times["ours"], times["torch"])
+        targeted = label.startswith("attention")
+        verdict = f"  (target <= {TARGET:g}: {'met' if ratio <= TARGET else 'missed'})" if targeted else ""
+        print(f"{label:<40}{difference:>12.1e}{statistics.median(times['torch']) * 1e3:>10.2f}"
+              f"{statistics.median(times['ours']) * 1e3:>10.2f}{spread_text(ratio, low, high):>20}{verdict}")
+        record("attention_vs_torch", f"{label}, forward+backward: time ours/torch", ratio, low, high,
+               f"<= {TARGET:g}" if targeted else None, ratio <= TARGET if targeted else None, args.rounds)
 
 
 if __name__ == "__main__":

@@ -2,14 +2,16 @@
 
     .venv/bin/python benchmarks/counts_vs_sklearn.py
 
-For each function: best-of-5 wall time of course_lib and of scikit-learn on the
-same input, their ratio (course_lib / sklearn; below 1 means course_lib is faster)
-and the largest absolute difference between the two results.
+For each function: the wall time of course_lib and of scikit-learn on the same input over
+5 rounds (3 for the SVD), the two sides interleaved, their ratio (course_lib / sklearn; below 1
+means course_lib is faster) as the median [range] of the per-round ratios, and the largest
+absolute difference between the two results.
 """
 
 from __future__ import annotations
 
-import time
+import os
+import statistics
 
 import numpy as np
 from sklearn.decomposition import TruncatedSVD
@@ -19,18 +21,19 @@ from sklearn.metrics.pairwise import cosine_similarity as sk_cosine
 from course_lib.text import corpus, vocabulary
 from course_lib.vectors import counts
 
-
-def best_of(fn, repeat=5):
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - start)
-    return min(times), out
+from timing import cpu_name, interleaved, ratios, record, spread_text
 
 
-def row(name, ours, theirs, diff):
-    print(f"{name:<34} {ours * 1e3:9.1f} ms {theirs * 1e3:9.1f} ms {ours / theirs:7.2f}x   {diff:.1e}")
+def compare(name, ours, theirs, difference, rounds=5):
+    """Time ``ours()`` against ``theirs()`` (rounds interleaved), print one row and record the ratio."""
+    out = {}
+    times = interleaved({"ours": lambda: out.__setitem__("ours", ours()),
+                         "theirs": lambda: out.__setitem__("theirs", theirs())}, rounds, 1)
+    ratio, low, high = ratios(times["ours"], times["theirs"])
+    print(f"{name:<34} {statistics.median(times['ours']) * 1e3:9.1f} ms {statistics.median(times['theirs']) * 1e3:9.1f} ms"
+          f" {spread_text(ratio, low, high):>18}   {difference(out['ours'], out['theirs']):.1e}")
+    record("counts_vs_sklearn", f"{name}: time course_lib/scikit-learn", ratio, low, high, rounds=rounds)
+    return out["ours"]
 
 
 def main():
@@ -41,24 +44,17 @@ def main():
     cooc = counts.cooccurrence_matrix(ids, len(vocab), window=4)
     print(f"{sum(map(len, ids))} tokens, {len(vocab)} words; doc-term {doc_term.shape}, "
           f"co-occurrence {cooc.shape} with {cooc.nnz} nonzeros\n")
-    print(f"{'function':<34} {'course_lib':>12} {'sklearn':>12} {'ratio':>8}   max |diff|")
-
-    t_ours, ours = best_of(lambda: counts.tfidf(doc_term))
-    t_theirs, theirs = best_of(lambda: TfidfTransformer().fit_transform(doc_term))
-    row("tfidf (406 x V)", t_ours, t_theirs, abs(ours - theirs).max())
-
+    print(f"{cpu_name()}, load average {os.getloadavg()[0]:.1f}")
+    print(f"{'function':<34} {'course_lib':>12} {'sklearn':>12} {'ratio':>18}   max |diff|")
+    compare("tfidf (406 x V)", lambda: counts.tfidf(doc_term), lambda: TfidfTransformer().fit_transform(doc_term),
+            lambda a, b: abs(a - b).max())
     weighted = counts.ppmi(cooc)
-    t_ours, ours = best_of(lambda: counts.truncated_svd(weighted, 100, power=1.0), repeat=3)
     svd = TruncatedSVD(100, algorithm="arpack", random_state=0)
-    t_theirs, theirs = best_of(lambda: svd.fit_transform(weighted), repeat=3)
-    row("truncated_svd (V x V -> 100)", t_ours, t_theirs,
-        np.abs(np.abs(ours) - np.abs(theirs)).max())
-
+    ours = compare("truncated_svd (V x V -> 100)", lambda: counts.truncated_svd(weighted, 100, power=1.0),
+                   lambda: svd.fit_transform(weighted), lambda a, b: np.abs(np.abs(a) - np.abs(b)).max(), rounds=3)
     vectors = ours[:5000]
-    t_ours, ours = best_of(lambda: counts.cosine_similarity(vectors))
-    t_theirs, theirs = best_of(lambda: sk_cosine(vectors))
-    row("cosine_similarity (5000 x 5000)", t_ours, t_theirs, np.abs(ours - theirs).max())
-
+    compare("cosine_similarity (5000 x 5000)", lambda: counts.cosine_similarity(vectors), lambda: sk_cosine(vectors),
+            lambda a, b: np.abs(a - b).max())
 
 if __name__ == "__main__":
     main()

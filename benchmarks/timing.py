@@ -1,4 +1,5 @@
-"""What the benchmark scripts share: interleaved timing of several step functions, and the CPU's name.
+"""What the benchmark scripts share: interleaved timing, the spread of per-round ratios, the CPU's name,
+and the one line per targeted ratio that ``benchmarks/all.py`` gathers into its table.
 
 Imported by the scripts beside it (``python benchmarks/<script>.py`` puts this folder first
 on ``sys.path``).
@@ -6,8 +7,15 @@ on ``sys.path``).
 
 from __future__ import annotations
 
+import json
+import os
 import platform
+import statistics
 import time
+from pathlib import Path
+
+RESULTS = "BENCH_RESULTS"
+"""The environment variable naming the file :func:`record` appends to (set by ``benchmarks/all.py``)."""
 
 
 def interleaved(steps: dict, rounds: int, runs: int, warmup: int = 0, clock=time.perf_counter) -> dict:
@@ -39,3 +47,36 @@ def cpu_name() -> str:
             return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
     except (OSError, StopIteration):
         return platform.processor() or "unknown CPU"
+
+
+def ratios(ours: list[float], theirs: list[float]) -> tuple[float, float, float]:
+    """``(median, lowest, highest)`` of the per-round ratios ``ours[i] / theirs[i]`` (rounds interleaved, so
+    each ratio compares two measurements taken side by side)."""
+    per_round = [a / b for a, b in zip(ours, theirs)]
+    return statistics.median(per_round), min(per_round), max(per_round)
+
+
+def spread_text(median: float, low: float, high: float, digits: int = 2) -> str:
+    """``"1.23 [1.20-1.31]"``: a ratio's median over the rounds and its range."""
+    return f"{median:.{digits}f} [{low:.{digits}f}-{high:.{digits}f}]"
+
+
+def record(benchmark: str, measure: str, median: float, low: float, high: float, target: str | None = None,
+           met: bool | None = None, rounds: int | None = None) -> None:
+    """Append one result to the file named by ``$BENCH_RESULTS`` (nothing when it is not set).
+
+    Args:
+        benchmark: the script's name, e.g. ``"lstm_vs_torch"``.
+        measure: what the ratio compares, e.g. ``"LSTM layer forward+backward, ours/torch.nn.LSTM time"``.
+        median, low, high: the ratio's median over the rounds and its range.
+        target: the target as text (``"<= 1.5"``), or ``None`` when the ratio is reported, not targeted.
+        met: whether the median meets it.
+        rounds: how many rounds the spread is over.
+    """
+    path = os.environ.get(RESULTS)
+    if not path:
+        return
+    line = dict(benchmark=benchmark, measure=measure, median=median, low=low, high=high, target=target, met=met,
+                rounds=rounds, cpu=cpu_name(), load=round(os.getloadavg()[0], 2))
+    with Path(path).open("a", encoding="utf-8") as f:
+        f.write(json.dumps(line) + "\n")

@@ -40,7 +40,7 @@ from torch import nn
 
 from course_lib.transformer.blocks import EncoderBlock
 from course_lib.transformer.multi_head import MultiHeadAttention, attention_mask
-from timing import cpu_name, interleaved
+from timing import cpu_name, interleaved, ratios, record, spread_text
 
 BATCH, STEPS, WIDTH, HEADS, FF = 32, 128, 256, 8, 1024
 TARGET = 1.25
@@ -77,13 +77,16 @@ def max_differences(pairs, modules, x, probe) -> str:
 
 
 def row(label: str, kind: str, times: dict, target: float | None) -> str:
-    """One line of the table: median (best) milliseconds of each side and their ratio."""
+    """One line of the table: median (best) milliseconds of each side and their ratio, median [range] over
+    the rounds; the ratio is also recorded for ``benchmarks/all.py``."""
     median = {name: statistics.median(t) * 1e3 for name, t in times.items()}
     best = {name: min(t) * 1e3 for name, t in times.items()}
-    ratio = median["ours"] / median["torch"]
+    ratio, low, high = ratios(times["ours"], times["torch"])
     verdict = f"  (target <= {target:g}: {'met' if ratio <= target else 'missed'})" if target else ""
+    record("transformer_vs_torch", f"{label}, {kind}: time ours/torch", ratio, low, high,
+           f"<= {target:g}" if target else None, ratio <= target if target else None, len(times["ours"]))
     return (f"{label:<26}{kind:<18}{median['torch']:>9.1f} ({best['torch']:>5.1f}){median['ours']:>11.1f} "
-            f"({best['ours']:>5.1f}){ratio:>9.2f} ({best['ours'] / best['torch']:.2f}){verdict}")
+            f"({best['ours']:>5.1f}){spread_text(ratio, low, high):>20}{verdict}")
 
 
 def main():
@@ -126,7 +129,7 @@ def main():
     for label, theirs, torch_forward, ours, our_forward, _ in cases[::2]:
         print(f"max |course_lib - torch|, {label}: "
               + max_differences((our_forward, torch_forward), (ours, theirs), x, probe))
-    print(f"\n{'module':<26}{'pass':<18}{'torch ms':>16}{'course_lib ms':>18}{'ours/torch':>16}")
+    print(f"\n{'module':<26}{'pass':<18}{'torch ms':>16}{'course_lib ms':>18}{'ours/torch':>20}")
     for label, theirs, torch_forward, ours, our_forward, targeted in cases:
         for kind in ("forward+backward", "forward only"):
             if kind == "forward+backward":

@@ -156,7 +156,8 @@ def _grade(assignment: str, course: Path, releases: list[Path], experiments: boo
     recording = time.time() - waiting
     log = work / "autograde.log"
     attention = _report(records, _scores(course, assignment), failures, work)
-    print(_summary(fresh, kept, failures, time.time() - started, recording, len(regraded))
+    print(_summary(fresh, kept, failures, time.time() - started, recording, len(regraded),
+                   recorder.seconds / max(1, len(recorder.recorded) + len(recorder.failed)))
           + f"; nbgrader's log: {log.relative_to(course)}")
     if returncode != 0:
         print(f"nbgrader autograde exited with status {returncode} (not recorded: "
@@ -233,9 +234,11 @@ def regrade_alone(tasks: list[Task], results: dict[str, Result], folder: Path) -
 
 
 def _summary(fresh: dict[str, Result], kept: dict[str, Result], failures: dict[str, str], seconds: float,
-             recording: float, regraded: int = 0) -> str:
-    """One paragraph for the instructor: what was graded, what failed, how long it took."""
-    parts = [f"graded {len(fresh)} in {seconds:.0f} s (recorded by nbgrader in {recording:.1f} s after the last result)"]
+             recording: float, regraded: int = 0, per_record: float = 0.0) -> str:
+    """One paragraph for the instructor: what was graded, what failed, how long it took (``recording``: the
+    seconds nbgrader still took after the last result; ``per_record``: its seconds per notebook)."""
+    parts = [f"graded {len(fresh)} in {seconds:.0f} s (recorded by nbgrader in {recording:.1f} s after the last "
+             f"result, {per_record:.2f} s to record each)"]
     if regraded:
         parts.append(f"{regraded} graded again alone after a wall-clock limit on a busy machine")
     if fresh:

@@ -9,8 +9,8 @@ replays the worker's result. So recording a class no longer waits for its last t
 grading, and what is left at the end is the last few notebooks, not the whole class.
 
 The two processes speak in JSON lines. To the recorder: a student's name (record it), or an empty line
-(answer ``"synced"`` once everything before it is recorded). From it: ``["recorded", student]`` or
-``["failed", student]`` per student, and ``"synced"``. Everything nbgrader logs or prints goes to the log
+(answer ``"synced"`` once everything before it is recorded). From it: ``["recorded", student, seconds]`` or
+``["failed", student, seconds]`` per student (the seconds nbgrader took), and ``"synced"``. Everything nbgrader logs or prints goes to the log
 file (``_grading/<assignment>/autograde.log``).
 
 Run as ``python -m course_tools.grading.recording ASSIGNMENT SUBMITTED_DIRECTORY`` from the course root
@@ -24,6 +24,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 
@@ -43,6 +44,7 @@ class Recorder:
     def __init__(self, course: Path, assignment: str, submitted: str, env: dict, log: Path):
         self.recorded: list[str] = []
         self.failed: list[str] = []
+        self.seconds = 0.0  # the time nbgrader took for the students answered so far
         self._log = open(log, "w", encoding="utf-8")
         self._process = subprocess.Popen([sys.executable, "-m", "course_tools.grading.recording", assignment, submitted],
                                          cwd=course, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -60,8 +62,9 @@ class Recorder:
                 continue
             if reply == "synced":
                 self._synced.release()
-            elif isinstance(reply, list) and len(reply) == 2:
+            elif isinstance(reply, list) and len(reply) == 3:
                 (self.recorded if reply[0] == "recorded" else self.failed).append(str(reply[1]))
+                self.seconds += float(reply[2])
         self._synced.release()  # the recorder ended: nobody may wait for it any longer
 
     def _send(self, line: str) -> bool:
@@ -121,6 +124,7 @@ def main(argv: list[str]) -> int:
         student = str(json.loads(line))
         app.coursedir.student_id = student
         autograded = Path(app.coursedir.format_path(app.coursedir.autograded_directory, student, assignment))
+        started = time.perf_counter()
         try:
             Autograde(coursedir=app.coursedir, parent=app).start()
             outcome = "recorded" if any(autograded.glob("*.ipynb")) else "failed"  # nbgrader found a notebook
@@ -130,7 +134,7 @@ def main(argv: list[str]) -> int:
         if outcome == "failed":
             app.log.error("%s of %s is not recorded", assignment, student)
             failed = True
-        print(json.dumps([outcome, student]), file=replies)
+        print(json.dumps([outcome, student, round(time.perf_counter() - started, 3)]), file=replies)
     return 1 if failed else 0
 
 
