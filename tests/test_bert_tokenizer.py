@@ -26,11 +26,16 @@ letters. Known differences, each tested on its own:
   sigma as ``ς``; the model's tokenizer (and course_lib) lower-cases character by
   character (``σ``).
 
-Then ``wordpiece_word`` on hand-made vocabularies (longest match first, ``##`` only on
-continuations, ``[UNK]`` for the whole word, ``max_chars``), ``read_vocab``, the
-tokenizer's attributes and ``decode``, ``truncate_pair``, ``encode`` /
-``encode_batch`` against ``AutoTokenizer.__call__`` (pairs, padding,
-``truncation="longest_first"``, ``max_length``) and the argument errors.
+``basic_tokenize`` (which applies its per-character rules with ``str.translate`` tables
+and splits once at the end) equals the five steps written one character at a time on
+every assigned character of Python's tables (the BMP, a sample of the other planes),
+cased and uncased. Then ``wordpiece_word`` on hand-made vocabularies (longest match first,
+``##`` only on continuations, ``[UNK]`` for the whole word, ``max_chars``), ``read_vocab``,
+the tokenizer's attributes and ``decode``; the tokenizer's memory of cut words (each
+distinct word cut once, bounded by ``cache_size``, the same tokens as ``wordpiece_word``
+on every word of the Lee articles and review sentences, with and without it);
+``truncate_pair``, ``encode`` / ``encode_batch`` against ``AutoTokenizer.__call__``
+(pairs, padding, ``truncation="longest_first"``, ``max_length``) and the argument errors.
 """
 
 from __future__ import annotations
@@ -111,6 +116,62 @@ def test_basic_tokenize_cased_keeps_case_and_accents():
         basic_tokenize(b"bytes")
 
 
+def _basic_tokenize_step_by_step(text: str, lowercase: bool = True) -> list[str]:
+    """The five steps of basic tokenization as the chapter lists them, one character at a time (no tables)."""
+    cleaned = ""
+    for char in text:  # 1. white space -> a space, controls dropped
+        if char in "\t\n\r" or unicodedata.category(char) == "Zs":
+            cleaned += " "
+        elif not (ord(char) in (0, 0xFFFD) or unicodedata.category(char).startswith("C")):
+            cleaned += char
+    cjk = [(0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F)]
+    spaced = "".join(f" {c} " if any(low <= ord(c) <= high for low, high in cjk) else c for c in cleaned)  # 2.
+    words = []
+    for word in spaced.split():  # 3.
+        if lowercase:  # 4.
+            word = "".join(c.lower() for c in word)
+            word = "".join(c for c in unicodedata.normalize("NFD", word) if unicodedata.category(c) != "Mn")
+        piece = ""
+        for char in word:  # 5.
+            code = ord(char)
+            if 33 <= code <= 47 or 58 <= code <= 64 or 91 <= code <= 96 or 123 <= code <= 126 \
+                    or unicodedata.category(char).startswith("P"):
+                words += [piece, char] if piece else [char]
+                piece = ""
+            else:
+                piece += char
+        if piece:
+            words.append(piece)
+    return words
+
+
+def test_basic_tokenize_equals_the_steps_one_character_at_a_time():
+    """Every assigned code point of Python's Unicode tables in the Basic Multilingual Plane (a sample of the
+    other planes), between letters, next to marks and punctuation, cased and uncased, and texts that mix
+    capital sigmas, marks and white space."""
+    codes = [c for c in range(0x110000) if unicodedata.category(chr(c)) not in ("Cn", "Cs")
+             and (c < 0x10000 or c % 61 == 0)]
+    assert len(codes) > 60_000
+    texts = [" ".join(f"a{chr(c)}b" for c in codes[i:i + 500]) for i in range(0, len(codes), 500)]
+    texts += ["".join(chr(c) + "\u0301." for c in codes[i:i + 500]) for i in range(0, len(codes), 500)]
+    texts += ["ΟΔΟΣ ΣΑΣ Σ, σΣ.Σ", "İSTANBUL \u1fef`\u037e", "e\u0301\u0301 \u0301 a\u2028b\u2029c\x1cd\x85e",
+              "x\u3000y\u00a0z\u2000w", "东京\uf900\U0002f800", *HARD_CASES]
+    for lowercase in (True, False):
+        for text in texts:
+            assert basic_tokenize(text, lowercase) == _basic_tokenize_step_by_step(text, lowercase), \
+                (lowercase, text[:40])
+
+
+def test_the_character_tables_remember_a_bounded_number_of_characters():
+    from course_lib.bert.wordpiece import _CharacterTable
+
+    asked = []
+    table = _CharacterTable(lambda char: asked.append(char) or char.upper(), size=3)
+    assert "abcdefab".translate(table) == "ABCDEFAB" and sorted(table) == [97, 98, 99]
+    assert "defabc".translate(table) == "DEFABC" and asked == list("abcdef") + list("def"), \
+        "remembered characters are not asked again; the others are, every time"
+
+
 # ---------------------------------------------------------------- wordpiece_word on hand-made vocabularies
 
 TOY = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "un", "una", "##ff", "##aff",
@@ -183,6 +244,49 @@ def test_a_plugged_in_wordpiece_function_is_used(ours):
     assert plugged.tokenize("Hello, world") == ["hello", ",", "world"]
     assert calls == [("hello", "[UNK]", 7), (",", "[UNK]", 7), ("world", "[UNK]", 7)]
     assert plugged.tokenize("extraordinary") == ["[UNK]"]  # 13 characters > max_chars
+
+
+def test_the_tokenizer_cuts_each_distinct_word_once_and_gives_the_same_tokens(ours):
+    calls = []
+
+    def recording(word, vocab, unk, max_chars):
+        calls.append(word)
+        return wordpiece_word(word, vocab, unk, max_chars)
+
+    text = "The cat saw the other cat; the cat ran."
+    remembering = WordPieceTokenizer(ours.vocab, wordpiece_fn=recording)
+    expected = [piece for word in basic_tokenize(text) for piece in wordpiece_word(word, ours.vocab)]
+    assert remembering.tokenize(text) == expected
+    assert calls == ["the", "cat", "saw", "other", ";", "ran", "."], "each distinct word cut once"
+    tokens = remembering.tokenize(text)
+    assert tokens == expected and len(calls) == 7, "a second text of known words cuts nothing"
+    tokens.append("mutated")
+    assert remembering.tokenize("the cat") == ["the", "cat"], "the returned list is the caller's own"
+
+    calls.clear()
+    forgetting = WordPieceTokenizer(ours.vocab, wordpiece_fn=recording, cache_size=0)
+    assert forgetting.tokenize(text) == expected and len(calls) == len(basic_tokenize(text))
+
+    calls.clear()
+    small = WordPieceTokenizer(ours.vocab, wordpiece_fn=recording, cache_size=2)
+    reviews = movie_review_sentences().texts[:200]
+    assert [small.tokenize(t) for t in reviews] == [ours.tokenize(t) for t in reviews]
+    assert len(small._pieces) <= 2 and len(calls) > len({w for t in reviews for w in basic_tokenize(t)})
+    for wrong in (-1, 1.5, True, "10"):
+        with pytest.raises(ValueError, match="cache_size must be a non-negative integer"):
+            WordPieceTokenizer(ours.vocab, cache_size=wrong)
+
+
+def test_the_tokenizer_equals_wordpiece_word_on_every_word_with_and_without_its_memory(ours):
+    """Words of the Lee articles and the review sentences, and words that are [UNK] or too long."""
+    texts = list(lee_documents()) + list(movie_review_sentences().texts) + HARD_CASES
+    words = sorted({w for t in texts for w in basic_tokenize(t)})
+    assert len(words) > 15_000 and any(wordpiece_word(w, ours.vocab) == ["[UNK]"] for w in words)
+    fresh = WordPieceTokenizer(ours.vocab, cache_size=0)
+    for word in words:
+        expected = wordpiece_word(word, ours.vocab)
+        assert ours.tokenize(word) == fresh.tokenize(word) == expected, word
+    assert ours.tokenize(" ".join(words)) == [p for w in words for p in wordpiece_word(w, ours.vocab)]
 
 
 # ---------------------------------------------------------------- against the model's tokenizer.json

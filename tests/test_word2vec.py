@@ -2,6 +2,7 @@
 
 PyTorch autograd (float64) for the SGNS loss and its gradients, finite
 differences from course_lib.vectors.gradcheck, naive double loops for skip-gram pairs,
+the exercise functions themselves for the fast trainer's parts (course_lib.vectors.sgns_fast),
 a chi-square test for the noise sampler, gensim's own subsampling table for
 ``keep_probabilities``, and, for the trainers, properties any working word2vec
 has: words of two disjoint topics end up in two separate clusters, and on the
@@ -20,7 +21,7 @@ import torch
 from scipy import stats
 
 from course_lib.text import corpus, vocabulary
-from course_lib.vectors import evaluation, gradcheck
+from course_lib.vectors import evaluation, gradcheck, sgns_fast
 from course_lib.vectors.word2vec import (keep_probabilities, negative_samples, noise_distribution, sgns_loss_and_grads,
                                  skipgram_pairs, train_sgns, train_sgns_numpy)
 
@@ -559,7 +560,7 @@ def test_train_sgns_restores_torch_threads_and_calls_pair_fn():
         torch.set_num_threads(3)
         train_sgns(docs, counts, pair_fn=pair_fn, **dict(TORCH_SMALL, threads=2, epochs=2))
         assert torch.get_num_threads() == 3
-        assert calls and set(calls) == {2}, "training must run with the requested thread count"
+        assert calls and set(calls) == {1}, "training must run torch on one thread (per worker)"
         assert len(calls) == 2 * len(docs)
 
         def failing_pair_fn(ids, window, rng):
@@ -570,6 +571,181 @@ def test_train_sgns_restores_torch_threads_and_calls_pair_fn():
         assert torch.get_num_threads() == 3, "an exception must not leave torch's thread count changed"
     finally:
         torch.set_num_threads(original)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_train_sgns_with_two_worker_threads_separates_topics(seed):
+    docs, counts = topic_corpus(seed)
+    vectors, history = train_sgns(docs, counts, seed=seed, **dict(TORCH_SMALL, threads=2))
+    assert_topics_separate(vectors)
+    assert history["pairs"].shape == (SMALL["epochs"],)
+
+
+def test_train_sgns_per_document_pair_fn_and_vectorised_pairs_give_the_same_number_of_pairs():
+    """sample=0 keeps every token; the windows are drawn in another order, so the counts agree in expectation."""
+    docs, counts = topic_corpus(0)
+    _, fast = train_sgns(docs, counts, seed=2, **TORCH_SMALL)
+    _, slow = train_sgns(docs, counts, seed=2, pair_fn=skipgram_pairs, **TORCH_SMALL)
+    # window 2, b ~ U{1, 2}: 1.5 contexts on each side, less 1.5 + 0.5 at each end of a document
+    expected = sum(len(d) for d in docs) * 3 - len(docs) * 4
+    for pairs in (fast["pairs"], slow["pairs"]):
+        assert np.all(np.abs(pairs - expected) < 0.05 * expected), (pairs, expected)
+
+
+@pytest.mark.parametrize("bad", [dict(threads=0), dict(batch_size=0), dict(shared_negatives=0)])
+def test_train_sgns_rejects_bad_sizes(bad):
+    docs, counts = topic_corpus(0, n_docs=4)
+    with pytest.raises(ValueError, match=list(bad)[0]):
+        train_sgns(docs, counts, **dict(TORCH_SMALL, **bad))
+
+
+def test_train_sgns_rejects_ids_outside_the_vocabulary_and_non_integer_ids():
+    docs, counts = topic_corpus(0, n_docs=4)
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        train_sgns(docs + [np.array([len(counts)])], counts, **TORCH_SMALL)
+    with pytest.raises(TypeError, match="integer"):
+        train_sgns([d.astype(float) for d in docs], counts, **TORCH_SMALL)
+
+
+def test_train_sgns_accepts_lists_and_empty_documents():
+    docs, counts = topic_corpus(0, n_docs=20)
+    vectors, _ = train_sgns([d.tolist() for d in docs] + [[], [3]], counts, **TORCH_SMALL)
+    assert vectors.shape == (len(counts), SMALL["dim"]) and np.all(np.isfinite(vectors))
+
+
+# ---------------------------------------------------------------- sgns_fast: the fast trainer's parts
+
+class ReplayedWindows:
+    """A stand-in for a Generator whose ``integers`` hands out given window draws in turn."""
+
+    def __init__(self, reach):
+        self.reach, self.used = np.asarray(reach), 0
+
+    def integers(self, low, high, size):
+        out = self.reach[self.used:self.used + size]
+        assert len(out) == size and np.all((out >= low) & (out < high))
+        self.used += size
+        return out
+
+
+@pytest.mark.parametrize("window", [1, 2, 5])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_corpus_pairs_equal_skipgram_pairs_document_by_document(window, seed):
+    rng = np.random.default_rng(seed)
+    docs = [rng.integers(0, 40, size=n) for n in rng.integers(0, 3 * window + 4, size=30)]  # also empty and 1-token
+    docs[:3] = [np.array([], dtype=np.int64), np.array([7]), np.array([3, 3])]
+    tokens = np.concatenate(docs)
+    document_of = np.repeat(np.arange(len(docs)), [len(d) for d in docs])
+    reach = rng.integers(1, window + 1, size=len(tokens))
+    centers, contexts = sgns_fast.corpus_pairs(tokens, document_of, reach, window)
+    replay = ReplayedWindows(reach)
+    expected = [skipgram_pairs(d, window, replay) for d in docs]
+    assert replay.used == len(tokens)
+    np.testing.assert_array_equal(centers, np.concatenate([c for c, _ in expected]))
+    np.testing.assert_array_equal(contexts, np.concatenate([o for _, o in expected]))
+    assert centers.dtype == contexts.dtype == np.int64
+
+
+def test_corpus_pairs_never_cross_a_document_boundary():
+    tokens = np.array([0, 1, 2, 10, 11, 20])
+    document_of = np.array([0, 0, 0, 1, 1, 2])
+    centers, contexts = sgns_fast.corpus_pairs(tokens, document_of, np.full(6, 5), 5)
+    assert set(zip(centers.tolist(), contexts.tolist())) == {(0, 1), (0, 2), (1, 0), (1, 2), (2, 0), (2, 1),
+                                                             (10, 11), (11, 10)}
+    assert len(centers) == 8
+
+
+def test_subsampled_pairs_drop_the_words_that_are_never_kept():
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(0, 6, size=2000)
+    document_of = np.repeat(np.arange(20), 100)
+    keep = np.array([0.0, 1.0, 1.0, 1.0, 0.5, 1.0])
+    centers, contexts = sgns_fast.subsampled_pairs(tokens, document_of, keep, 3, np.random.default_rng(1))
+    assert 0 not in centers and 0 not in contexts
+    # word 4 kept half the time: it is center of about half as many pairs per occurrence as word 1
+    per_occurrence = np.bincount(centers, minlength=6) / np.bincount(tokens, minlength=6)
+    assert 0.4 < per_occurrence[4] / per_occurrence[1] < 0.6, per_occurrence
+
+
+def summed_loss(w_in, w_out, centers, contexts, noise, weight):
+    """The loss sgns_step follows, by autograd: sum_b [-log sigma(u_o . v) - weight sum_s log sigma(-u_s . v)]."""
+    v, u_o, u_s = w_in[centers], w_out[contexts], w_out[noise]
+    logsig = torch.nn.functional.logsigmoid
+    return -(logsig((v * u_o).sum(1)).sum() + weight * logsig(-(v @ u_s.T)).sum())
+
+
+@pytest.mark.parametrize("weight", [1.0, 5 / 16])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_sgns_step_is_an_sgd_step_on_the_summed_loss(weight, seed):
+    gen = torch.Generator().manual_seed(seed)
+    vocab, dim, batch = 12, 5, 30  # few words: rows repeat within the batch
+    w_in = torch.randn(vocab, dim, generator=gen, dtype=torch.float64)
+    w_out = torch.randn(vocab, dim, generator=gen, dtype=torch.float64)
+    centers = torch.randint(0, vocab, (batch,), generator=gen)
+    contexts = torch.randint(0, vocab, (batch,), generator=gen)
+    noise = torch.tensor([3, 7, 3, 0])  # a noise word twice, and one that may also be a context
+    params = [w_in.clone().requires_grad_(), w_out.clone().requires_grad_()]
+    summed_loss(*params, centers, contexts, noise, weight).backward()
+    new_in, new_out = w_in.clone(), w_out.clone()
+    sgns_fast.sgns_step(new_in, new_out, centers, contexts, noise, 0.1, weight)
+    torch.testing.assert_close(new_in, w_in - 0.1 * params[0].grad, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(new_out, w_out - 0.1 * params[1].grad, rtol=1e-12, atol=1e-12)
+    assert not torch.equal(new_in, w_in) and not torch.equal(new_out, w_out)
+
+
+def test_sgns_step_equals_the_exercise_gradients_with_the_noise_words_given_to_every_pair():
+    """weight 1: sgns_loss_and_grads (a mean over the batch) with the S shared vectors as each pair's negatives."""
+    gen = torch.Generator().manual_seed(3)
+    w_in = torch.randn(10, 4, generator=gen, dtype=torch.float64)
+    w_out = torch.randn(10, 4, generator=gen, dtype=torch.float64)
+    centers = torch.randint(0, 10, (25,), generator=gen)
+    contexts = torch.randint(0, 10, (25,), generator=gen)
+    noise = torch.tensor([1, 5, 5])
+    _, g_c, g_o, g_k = sgns_loss_and_grads(w_in[centers].numpy(), w_out[contexts].numpy(),
+                                           np.broadcast_to(w_out[noise].numpy(), (25, 3, 4)))
+    expected_in, expected_out = w_in.numpy().copy(), w_out.numpy().copy()
+    step = 0.05
+    np.add.at(expected_in, centers.numpy(), -step * 25 * g_c)
+    np.add.at(expected_out, contexts.numpy(), -step * 25 * g_o)
+    np.add.at(expected_out, np.tile(noise.numpy(), 25), -step * 25 * g_k.reshape(-1, 4))
+    sgns_fast.sgns_step(w_in, w_out, centers, contexts, noise, step, 1.0)
+    np.testing.assert_allclose(w_in.numpy(), expected_in, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(w_out.numpy(), expected_out, rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_sgns_epoch_runs_every_batch_once_with_its_step_and_noise(threads, monkeypatch):
+    seen, lock = [], __import__("threading").Lock()
+
+    def recording_step(w_in, w_out, centers, contexts, noise, step, weight):
+        with lock:
+            seen.append((int(centers[0]), len(centers), int(contexts[0]), int(noise[0]), step, weight))
+
+    monkeypatch.setattr(sgns_fast, "sgns_step", recording_step)
+    n, batch = 1000, 64
+    n_batches = math.ceil(n / batch)
+    centers, contexts = torch.arange(n), torch.arange(n) + 5000
+    noise = torch.arange(n_batches)[:, None].repeat(1, 3)
+    steps = [0.1 * b for b in range(n_batches)]
+    updates = []
+    sgns_fast.sgns_epoch(None, None, centers, contexts, noise, steps, 0.25, batch, threads, on_batch=updates.append)
+    expected = [(b * batch, min(batch, n - b * batch), b * batch + 5000, b, 0.1 * b, 0.25) for b in range(n_batches)]
+    assert sorted(seen) == expected
+    assert sum(updates) == n and len(updates) == n_batches
+    if threads == 1:
+        assert seen == expected, "one thread runs the batches in order"
+
+
+def test_sgns_epoch_passes_a_worker_error_on():
+    def bad_step(*args):
+        raise RuntimeError("worker failed")
+
+    centers = torch.arange(100)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sgns_fast, "sgns_step", bad_step)
+        with pytest.raises(RuntimeError, match="worker failed"):
+            sgns_fast.sgns_epoch(None, None, centers, centers, torch.zeros(4, 2, dtype=torch.long), [0.1] * 4, 1.0,
+                                 25, 2)
 
 
 @pytest.mark.slow

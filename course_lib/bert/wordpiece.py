@@ -15,11 +15,15 @@ are Wu et al.'s, 2016):
    ``[UNK]`` as a whole.
 
 The vocabulary is the model's own ``vocab.txt``: one token per line, the line number
-is its id. See :doc:`/chapters/ch08_bert`. Tested against the ``tokenizers``
-library's BERT normalizer, pre-tokenizer and WordPiece model with the same
-vocabulary on every Lee article, every review sentence, a third of the Wikipedia text,
-every character of the Basic Multilingual Plane and hard cases. Python's Unicode tables
-are newer than that library's, so a few characters added to Unicode since differ.
+is its id. For speed, each per-character rule of stage 1 is a ``str.translate`` table
+filled as characters are met, and the tokenizer remembers the pieces of every word it has
+cut, so stage 2 runs once per distinct word. See :doc:`/chapters/ch08_bert`.
+
+Tested against the ``tokenizers`` library's BERT normalizer, pre-tokenizer and
+WordPiece model with the same vocabulary on every Lee article, every review sentence,
+a third of the Wikipedia text, every character of the Basic Multilingual Plane and
+hard cases, and against the steps of stage 1 written one character at a time. Python's
+Unicode tables are newer than that library's, so a few characters added since differ.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from __future__ import annotations
 import unicodedata
 from pathlib import Path
 from typing import Callable, Mapping
+
+from course_lib import checks
 
 # The CJK ideograph blocks that BERT treats as one word per character (Unicode code point ranges), those of
 # _is_chinese_char in BERT's tokenization.py: CJK Unified Ideographs, Extensions A to E, and the two CJK
@@ -47,22 +53,43 @@ def _is_punctuation(char: str) -> bool:
     return unicodedata.category(char).startswith("P")
 
 
-def _clean(text: str) -> str:
-    """Drop NUL, U+FFFD and control characters; every white space character becomes a space."""
-    out = []
-    for char in text:
-        if char in "\t\n\r" or unicodedata.category(char) == "Zs":
-            out.append(" ")
-        elif ord(char) in (0, 0xFFFD) or unicodedata.category(char).startswith("C"):
-            continue
-        else:
-            out.append(char)
-    return "".join(out)
+def _cleaned(char: str) -> str:
+    """Step 1 for one character: white space -> a space; NUL, U+FFFD and controls -> nothing; a CJK ideograph spaced."""
+    if char in "\t\n\r" or unicodedata.category(char) == "Zs":
+        return " "
+    if ord(char) in (0, 0xFFFD) or unicodedata.category(char).startswith("C"):
+        return ""
+    return f" {char} " if _is_cjk(ord(char)) else char
+
+
+class _CharacterTable(dict):
+    """A ``str.translate`` table that asks ``rule(char)`` the first time it meets a character, then remembers.
+
+    ``text.translate(table)`` then looks up, at C speed, every character already seen.
+    It remembers at most ``size`` characters; the rule answers for the others every time.
+    """
+
+    def __init__(self, rule: Callable[[str], str], size: int = 2 ** 16):
+        super().__init__()
+        self.rule, self.size = rule, size
+
+    def __missing__(self, code: int) -> str:
+        replacement = self.rule(chr(code))
+        if len(self) < self.size:
+            self[code] = replacement
+        return replacement
+
+
+_CLEANED = _CharacterTable(_cleaned)
+_MARKS_DROPPED = _CharacterTable(lambda char: "" if unicodedata.category(char) == "Mn" else char)
+_PUNCTUATION_SPACED = _CharacterTable(lambda char: f" {char} " if _is_punctuation(char) else char)
 
 
 def strip_accents(text: str) -> str:
     """``"Café" -> "Cafe"``: decompose (NFD) and drop the combining marks (category ``Mn``). Chapter 8."""
-    return "".join(c for c in unicodedata.normalize("NFD", text) if unicodedata.category(c) != "Mn")
+    if text.isascii():  # nothing to decompose, no marks
+        return text
+    return unicodedata.normalize("NFD", text).translate(_MARKS_DROPPED)
 
 
 def basic_tokenize(text: str, lowercase: bool = True) -> list[str]:
@@ -71,24 +98,17 @@ def basic_tokenize(text: str, lowercase: bool = True) -> list[str]:
     Cleans the text, isolates CJK ideographs, splits on white space, lower-cases and
     strips accents (both only if ``lowercase``, as BERT's uncased models) and splits
     off every punctuation character: ``"Don't stop!" -> ["don", "'", "t", "stop", "!"]``.
+
+    Each step is a rule per character, applied to the whole text with ``str.translate``;
+    the split on white space comes last, once, which gives the same words as splitting
+    before lower-casing: neither lower-casing nor NFD makes or removes white space.
     """
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
-    text = "".join(f" {c} " if _is_cjk(ord(c)) else c for c in _clean(text))
-    words = []
-    for word in text.split():
-        if lowercase:  # character by character as the model's tokenizer: str.lower's final-sigma rule would give "ς"
-            word = strip_accents(word.lower() if "Σ" not in word else "".join(c.lower() for c in word))
-        current = ""
-        for char in word:
-            if _is_punctuation(char):
-                words += [current, char] if current else [char]
-                current = ""
-            else:
-                current += char
-        if current:
-            words.append(current)
-    return words
+    text = text.translate(_CLEANED)
+    if lowercase:  # character by character as the model's tokenizer: str.lower's final-sigma rule would give "ς"
+        text = strip_accents(text.replace("Σ", "σ").lower())
+    return text.translate(_PUNCTUATION_SPACED).split()
 
 
 def wordpiece_word(word: str, vocab: Mapping[str, int], unk_token: str = "[UNK]", max_chars: int = 100) -> list[str]:
@@ -153,12 +173,18 @@ class WordPieceTokenizer:
         lowercase: lower-case and strip accents (uncased models).
         max_chars: passed to the WordPiece function.
         wordpiece_fn: ``(word, vocab, unk_token, max_chars) -> tokens``; default :func:`wordpiece_word`.
+        cache_size: the most words whose pieces are remembered (text repeats its words, and
+            ``wordpiece_fn`` runs once per distinct word); when full, the memory starts afresh.
+            0 remembers nothing.
+
+    Change ``vocab``, ``max_chars`` or ``wordpiece_fn`` by making a new tokenizer: the
+    remembered pieces were cut with the old ones.
     """
 
     SPECIAL = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
     def __init__(self, vocab: Mapping[str, int], lowercase: bool = True, max_chars: int = 100,
-                 wordpiece_fn: Callable | None = None):
+                 wordpiece_fn: Callable | None = None, cache_size: int = 2 ** 16):
         missing = [t for t in self.SPECIAL if t not in vocab]
         if missing:
             raise ValueError(f"the vocabulary lacks the special tokens {missing}")
@@ -167,6 +193,8 @@ class WordPieceTokenizer:
         self.lowercase, self.max_chars = lowercase, max_chars
         self.wordpiece_fn = wordpiece_fn or wordpiece_word
         self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (self.vocab[t] for t in self.SPECIAL)
+        self.cache_size = checks.nonnegative_int(cache_size, "cache_size")
+        self._pieces: dict[str, list[str]] = {}  # word -> its WordPiece tokens
 
     @classmethod
     def from_file(cls, path, **kwargs) -> "WordPieceTokenizer":
@@ -183,8 +211,17 @@ class WordPieceTokenizer:
 
     def tokenize(self, text: str) -> list[str]:
         """The WordPiece tokens of a text, without ``[CLS]`` and ``[SEP]``; ``"[MASK]"`` written in the text is text, not the token."""
-        return [piece for word in basic_tokenize(text, self.lowercase)
-                for piece in self.wordpiece_fn(word, self.vocab, "[UNK]", self.max_chars)]
+        tokens = []
+        for word in basic_tokenize(text, self.lowercase):
+            pieces = self._pieces.get(word)
+            if pieces is None:
+                pieces = self.wordpiece_fn(word, self.vocab, "[UNK]", self.max_chars)
+                if self.cache_size:
+                    if len(self._pieces) >= self.cache_size:
+                        self._pieces.clear()
+                    self._pieces[word] = pieces
+            tokens += pieces
+        return tokens
 
     def convert_tokens_to_ids(self, tokens) -> list[int]:
         """The ids of a list of tokens (unknown tokens get ``[UNK]``'s id)."""

@@ -21,6 +21,7 @@ from course_lib import checks
 from course_lib.activations import logistic as sigmoid  # sigma(x), stable for large |x|; ps02 imports it from here
 from course_lib.progress import progress_bar
 from course_lib.training import TrainingHistory, torch_threads
+from course_lib.vectors import sgns_fast
 
 
 def skipgram_pairs(ids, window, rng=None):
@@ -252,22 +253,30 @@ def train_sgns_numpy(documents: Sequence, counts, dim: int = 50, window: int = 5
 
 
 def train_sgns(documents: Sequence, counts, dim: int = 100, window: int = 5, negatives: int = 5,
-               epochs: int = 5, lr: float = 0.025, batch_size: int = 1024, shared_negatives: int = 64,
-               sample: float = 1e-3, seed: int = 0, threads: int = 2, pair_fn: Callable = skipgram_pairs,
+               epochs: int = 5, lr: float = 0.025, batch_size: int = 1024, shared_negatives: int = 16,
+               sample: float = 1e-3, seed: int = 0, threads: int = 2, pair_fn: Callable | None = None,
                progress: bool = True):
     """Train SGNS word vectors fast, with PyTorch on the CPU.
 
     The model and the learning-rate schedule of :func:`train_sgns_numpy`
     (per-pair SGD on the summed loss, ``lr`` decaying linearly to ``lr / 1000``),
-    with two changes for speed, both standard in batched implementations:
+    with changes for speed, all standard in fast implementations:
 
     - **Shared noise words.** A batch of ``B`` pairs draws ``S = shared_negatives``
       noise words once, and every pair uses all ``S``, each weighted by ``K / S``:
       ``L_b = -log sigma(u_o . v) - (K / S) sum_s log sigma(-u_s . v)``.
       Its expectation equals that of ``K`` independent noise words per pair, and
       the scores of a whole batch become one matrix product, ``(B, E) @ (E, S)``.
-    - **Sparse row updates.** Gradients are written with ``index_add_`` into the
-      rows a batch uses; no dense ``(V, E)`` gradient is ever formed.
+    - **Sparse row updates.** Gradients are added into the rows a batch uses
+      (:func:`~course_lib.vectors.sgns_fast.sgns_step`); no dense ``(V, E)`` gradient is ever formed.
+    - **The pairs of a whole epoch at once** (:func:`~course_lib.vectors.sgns_fast.subsampled_pairs`),
+      vectorised over all documents instead of a Python loop over them.
+    - **Worker threads.** ``threads`` Python threads share the batches of an epoch and
+      update the same vectors without locks, as gensim's workers do; each runs torch on one
+      core, since a second intra-op thread costs more than it gives on such small products.
+      With ``threads=1`` a seed gives the same vectors on every run; with more, the order
+      of the updates depends on the threads' timing and the vectors vary a little from
+      run to run, as gensim's do.
 
     Chapter 2.
 
@@ -283,8 +292,10 @@ def train_sgns(documents: Sequence, counts, dim: int = 100, window: int = 5, neg
         shared_negatives: ``S``, noise words drawn per batch.
         sample: the subsampling threshold of :func:`keep_probabilities`.
         seed: seeds everything random.
-        threads: CPU threads torch may use.
-        pair_fn: the pair generator (default :func:`skipgram_pairs`).
+        threads: worker threads (each with one torch thread).
+        pair_fn: ``None`` for the vectorised pairs of all documents at once (the pairs of
+            :func:`skipgram_pairs`, tested equal), or a function like :func:`skipgram_pairs`
+            to call on each subsampled document.
         progress: show a tqdm progress bar.
 
     Returns:
@@ -296,8 +307,13 @@ def train_sgns(documents: Sequence, counts, dim: int = 100, window: int = 5, neg
     import torch
 
     counts = np.asarray(counts)
+    threads, batch_size = checks.positive_int(threads, "threads"), checks.positive_int(batch_size, "batch_size")
+    shared_negatives = checks.positive_int(shared_negatives, "shared_negatives")
+    tokens = np.concatenate([np.asarray(d) for d in documents if len(d)] or [np.zeros(0, np.int64)])
+    tokens = checks.token_ids(tokens, len(counts), "documents")  # (N,) all documents, one after the other
+    document_of = np.repeat(np.arange(len(documents)), [len(d) for d in documents])  # (N,)
     pairs_per_epoch = []
-    with torch_threads(threads):
+    with torch_threads(1):
         rng = np.random.default_rng(seed)
         generator = torch.Generator().manual_seed(seed)
         vocab_size = len(counts)
@@ -305,28 +321,23 @@ def train_sgns(documents: Sequence, counts, dim: int = 100, window: int = 5, neg
         w_out = torch.zeros(vocab_size, dim)  # (V, E)
         noise = torch.as_tensor(noise_distribution(counts), dtype=torch.float32)  # (V,)
         keep = keep_probabilities(counts, sample)
-        weight = negatives / shared_negatives  # K / S
         for epoch in range(epochs):
-            centers, contexts = _epoch_pairs(documents, window, keep, rng, pair_fn)
-            order = torch.as_tensor(rng.permutation(len(centers)))
-            centers = torch.as_tensor(centers).index_select(0, order)
+            if pair_fn is None:
+                centers, contexts = sgns_fast.subsampled_pairs(tokens, document_of, keep, window, rng)
+                if len(centers) == 0:
+                    raise ValueError("no skip-gram pairs: the documents are too short or too heavily subsampled")
+            else:
+                centers, contexts = _epoch_pairs(documents, window, keep, rng, pair_fn)
+            order = torch.randperm(len(centers), generator=generator)
+            centers = torch.as_tensor(centers).index_select(0, order)  # (N,) shuffled
             contexts = torch.as_tensor(contexts).index_select(0, order)
             n = len(centers)
             pairs_per_epoch.append(n)
             n_batches = math.ceil(n / batch_size)
-            all_noise = torch.multinomial(noise, n_batches * shared_negatives, replacement=True,
-                                          generator=generator).view(n_batches, shared_negatives)
+            batch_noise = torch.multinomial(noise, n_batches * shared_negatives, replacement=True,
+                                            generator=generator).view(n_batches, shared_negatives)  # (n_batches, S)
+            steps = [lr * max(1 - (epoch * n + b * batch_size) / (epochs * n), 1e-3) for b in range(n_batches)]
             with progress_bar(n, f"epoch {epoch + 1}/{epochs}", progress, unit="pair") as bar:
-                for b in range(n_batches):
-                    start, stop = b * batch_size, min((b + 1) * batch_size, n)
-                    step = lr * max(1 - (epoch * n + start) / (epochs * n), 1e-3)
-                    c, o, k = centers[start:stop], contexts[start:stop], all_noise[b]  # (B,), (B,), (S,)
-                    v, u_o, u_k = w_in.index_select(0, c), w_out.index_select(0, o), w_out.index_select(0, k)  # (B, E), (B, E), (S, E)
-                    g_o = torch.sigmoid((v * u_o).sum(1)) - 1  # (B,) dL/d(u_o . v)
-                    g_k = torch.sigmoid(v @ u_k.T) * weight  # (B, S) dL/d(u_s . v)
-                    grad_v = g_o[:, None] * u_o + g_k @ u_k  # (B, E)
-                    w_out.index_add_(0, o, g_o[:, None] * v, alpha=-step)
-                    w_out.index_add_(0, k, g_k.T @ v, alpha=-step)  # (S, E)
-                    w_in.index_add_(0, c, grad_v, alpha=-step)
-                    bar.update(stop - start)
+                sgns_fast.sgns_epoch(w_in, w_out, centers, contexts, batch_noise, steps, negatives / shared_negatives,
+                                     batch_size, threads, on_batch=bar.update)
     return w_in.numpy(), TrainingHistory({"pairs": pairs_per_epoch})
