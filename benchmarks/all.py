@@ -43,7 +43,7 @@ SCRIPTS = {  # script -> (arguments, arguments with --quick)
 
 def table(rows: list[dict]) -> str:
     """The Markdown table of the recorded ratios."""
-    lines = ["| benchmark | what is compared | ratio, median [range] | rounds | target | met |",
+    lines = ["| benchmark | what is compared | ratio (or difference), median [range] | rounds | target | met |",
              "|---|---|---|---|---|---|"]
     for row in rows:
         met = "" if row["met"] is None else ("yes" if row["met"] else "**no**")

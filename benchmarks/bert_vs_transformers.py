@@ -48,7 +48,7 @@ from course_lib.bert.inputs import BertBatch, encode
 from course_lib.bert.pretrained import load_pretrained, minilm_directory
 from course_lib.bert.wordpiece import WordPieceTokenizer
 from course_lib.text.movie_reviews import movie_review_sentences
-from timing import cpu_name, interleaved
+from timing import cpu_name, interleaved, record
 
 BATCH, STEPS = 32, 128
 TARGET_MODEL, TARGET_TOKENIZER = 0.8, 1.0
@@ -99,7 +99,8 @@ def model_table(ours, default, eager, tokenizer, args, clock):
         steps = forwards(ours, default, eager, batch)
         outputs = {name: step() for name, step in steps.items()}
         differences = [(out - outputs["course_lib"])[batch.padding].abs().max().item() for out in outputs.values()]
-        times = summary(interleaved(steps, args.rounds, args.runs, args.warmup, clock))
+        rounds = interleaved(steps, args.rounds, args.runs, args.warmup, clock)
+        times = summary(rounds)
         case = f"{batch.padding.sum().item()} real" if padded else "no padding"
         ours_median, ours_best = times["course_lib"]
         for number, (name, (median, best)) in enumerate(times.items()):
@@ -111,6 +112,9 @@ def model_table(ours, default, eager, tokenizer, args, clock):
         print(f"{'':<13}max |course_lib - transformers| at real tokens: {max(differences):.1e}; "
               f"ours/{default_name}: {ratio:.2f} (target >= {TARGET_MODEL}: "
               f"{'met' if ratio >= TARGET_MODEL else 'missed'})")
+        per_round = [theirs / ours for theirs, ours in zip(rounds[default_name], rounds["course_lib"])]
+        record("bert_vs_transformers", f"BERT encoding ({case}), sequences/s course_lib/{default_name}", ratio,
+               min(per_round), max(per_round), f">= {TARGET_MODEL}", ratio >= TARGET_MODEL, len(per_round))
 
 
 def tokenizer_table(tokenizer, args, clock):
@@ -147,6 +151,8 @@ def tokenizer_table(tokenizer, args, clock):
         ratio = statistics.median(ratios)
         print(f"{name} / the pure-Python tokenizer, in time: {ratio:.2f} [{min(ratios):.2f}, {max(ratios):.2f}] "
               f"(target <= {TARGET_TOKENIZER:.1f}: {'met' if ratio <= TARGET_TOKENIZER else 'missed'})")
+        record("bert_vs_transformers", f"WordPiece, {name}: time course_lib/{legacy_name}", ratio, min(ratios),
+               max(ratios), f"<= {TARGET_TOKENIZER:.1f}", ratio <= TARGET_TOKENIZER, len(ratios))
 
 
 def profile(ours, tokenizer):

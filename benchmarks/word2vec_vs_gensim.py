@@ -21,7 +21,7 @@ import argparse
 import statistics
 import time
 
-from timing import cpu_name
+from timing import cpu_name, record
 
 from course_lib.text import corpus, vocabulary
 from course_lib.vectors import evaluation, word2vec
@@ -90,6 +90,11 @@ def main():
     differences = [a - b for a, b in zip(ours_ws, theirs_ws)]
     print(f"WordSim-353 difference (course_lib - gensim): median {statistics.median(differences):+.3f}, "
           f"range {min(differences):+.3f} to {max(differences):+.3f}  (target >= -0.03)")
+    ratio, difference = statistics.median(ratios), statistics.median(differences)
+    record("word2vec_vs_gensim", "SGNS training, words/s course_lib/gensim (same threads)", ratio, min(ratios),
+           max(ratios), ">= 0.8", ratio >= 0.8, len(ratios))
+    record("word2vec_vs_gensim", "WordSim-353 Spearman, course_lib minus gensim (a difference)", difference,
+           min(differences), max(differences), ">= -0.03", difference >= -0.03, len(differences))
 
 
 if __name__ == "__main__":
