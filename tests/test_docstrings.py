@@ -89,6 +89,7 @@ NO_ARRAYS = {"course_lib.notebook.glue", "course_lib.notebook.stop_at_unrevealed
     "course_lib.gpt.model.GPTConfig.gpt2_config_kwargs",  # a dict of sizes
     "course_lib.gpt.model.GPT.reset_parameters",  # in place
     "course_lib.gpt.model.GPT.num_parameters",  # an int
+    "course_lib.gpt.model.GPT.uses_reference_layers",  # a model -> a bool
     "course_lib.checks.positive_int",  # an int
     "course_lib.checks.nonnegative_int",  # an int
     "course_lib.checks.even_int",  # an int

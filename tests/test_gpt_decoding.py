@@ -10,15 +10,18 @@ inputs left unmodified, the argument errors. ``generate`` against
 repetition penalty; sampling with temperature, top-k, top-p and the penalty, where
 torch's global generator seeded as ours gives the same draws), with and without the KV
 cache, a seed that repeats a sample and another that changes it, a sliding window past
-the context, ``eos``. ``beam_search`` against ``generate(num_beams=K)`` (no ``eos``,
-``length_penalty=0``), against greedy search for ``K = 1``, against exhaustive search
-over every continuation of a tiny model (with ``eos``, ``alpha`` 0 and 0.7), and its
-log-probability against the model's. Then ``continuation_perplexity`` and ``distinct_n``
+the context, ``eos``; the fast path of the reference layers (``GPT._decode``) against
+``forward`` with a plugged-in attention, and its argument checks run once per call.
+``beam_search`` against ``generate(num_beams=K)`` (no ``eos``, ``length_penalty=0``),
+against greedy search for ``K = 1``, against exhaustive search over every continuation
+of a tiny model (with ``eos``, ``alpha`` 0 and 0.7), and its log-probability against
+the model's. Then ``continuation_perplexity`` and ``distinct_n``
 by hand.
 """
 
 from __future__ import annotations
 
+import collections
 import itertools
 import math
 
@@ -359,6 +362,73 @@ def test_generate_calls_the_plugged_in_filters():
     assert calls == [("k", 0.9, 5), ("p", 0.7)] * 3
     assert torch.equal(out, generate(model, prompts_of(2, 3, seed=21), 3, sample=True, temperature=0.9, top_k=5,
                                      top_p=0.7))
+
+
+def counting(calls: collections.Counter, name: str, function):
+    """``function``, counting its calls in ``calls[name]``."""
+    def counted(*args, **kwargs):
+        calls[name] += 1
+        return function(*args, **kwargs)
+    return counted
+
+
+def test_generate_decodes_the_reference_layers_fast_and_other_models_through_forward(monkeypatch):
+    """The fast path (``GPT._decode``) runs for a GPT of the reference layers only, and gives the tokens of the
+    general path (``forward`` with its cache), in float32 and float64, greedy and sampling."""
+    from course_lib.testing import PlainCausalAttention
+
+    decoded = collections.Counter()
+    monkeypatch.setattr(GPT, "_decode", counting(decoded, "positions", GPT._decode))
+    prompt = prompts_of(3, 5, seed=11)
+    for dtype in (torch.float32, torch.float64):
+        model = make_gpt(seed=13, scale=0.6, dtype=dtype)
+        plugged = GPT(model.config, causal_attention_fn=PlainCausalAttention()).to(dtype).eval()
+        plugged.load_state_dict(model.state_dict())
+        for settings in (dict(), dict(sample=True, temperature=0.8, top_k=6, top_p=0.9, repetition_penalty=1.2)):
+            decoded.clear()
+            fast = generate(model, prompt, 12, seed=5, **settings)
+            assert decoded["positions"] == 12, "the reference layers decode through GPT._decode"
+            assert torch.equal(generate(plugged, prompt, 12, seed=5, **settings), fast)
+            assert decoded["positions"] == 12, "a plugged-in attention runs through forward"
+    hooked = collections.Counter()
+    model.register_forward_hook(counting(hooked, "forward", lambda module, args, output: None))
+    assert torch.equal(generate(model, prompt, 12), generate(plugged, prompt, 12))
+    assert hooked["forward"] == 12 and decoded["positions"] == 12, "a model with a hook runs through forward"
+
+
+def test_generate_checks_its_arguments_once_per_call_not_once_per_step(monkeypatch):
+    """The argument checks do not run again at every step of the fast path (they do in the general one); bad
+    arguments still get their clear errors."""
+    from course_lib import checks
+    from course_lib.testing import PlainCausalAttention
+    from course_lib.transformer import scaled_attention
+
+    calls = collections.Counter()
+    for name in ("token_batch", "expect_tensor", "sequence_batch", "positive_int", "nonnegative_int"):
+        monkeypatch.setattr(checks, name, counting(calls, name, getattr(checks, name)))
+    monkeypatch.setattr(scaled_attention, "check_attention_inputs",
+                        counting(calls, "check_attention_inputs", scaled_attention.check_attention_inputs))
+    model = make_gpt(seed=13, scale=0.6)
+    prompt = prompts_of(3, 5, seed=11)
+
+    def checks_of(model, new: int) -> collections.Counter:
+        calls.clear()
+        generate(model, prompt, new)
+        return collections.Counter(calls)
+
+    assert checks_of(model, 3) == checks_of(model, 12), "the fast path checks once per call"
+    assert checks_of(model, 12)["check_attention_inputs"] == 0
+    plugged = GPT(model.config, causal_attention_fn=PlainCausalAttention()).eval()
+    assert checks_of(plugged, 12)["token_batch"] > checks_of(plugged, 3)["token_batch"], \
+        "through forward, every step checks its ids"
+    with pytest.raises(ValueError, match=r"ids must lie in \[0, 13\), got 0..13"):
+        generate(model, torch.cat([prompt, torch.full((3, 1), VOCAB)], dim=1), 4)
+    with pytest.raises(ValueError, match="prompt must hold at least one token"):
+        generate(model, prompt[:, :0], 4)
+    assert generate(model, prompt[:, :0], 0).shape == (3, 0)
+    with pytest.raises(ValueError, match="prompt must be a"):
+        generate(model, prompt.float(), 4)
+    assert generate(model, prompt[:0], 4).shape == (0, 9), "an empty batch"
 
 
 # ---------------------------------------------------------------- beam search

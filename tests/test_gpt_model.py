@@ -10,7 +10,11 @@ weights (nothing is downloaded) copied both ways by ``to_gpt2_state_dict`` /
 cache contents when the rest of a sequence is fed one token at a time after a prefix,
 against GPT-2's full pass and against GPT-2's own cache (``past_key_values``), gradients
 of a language-model loss, dropout in training mode with the same seed, the parameter
-count. The weights are perturbed far from GPT-2's small initialisation so that the
+count. Generation's fast path, ``GPT._decode`` with a preallocated ``KVCache``, against
+``forward`` with its concatenating cache (logits, keys and values, prompt and steps, chunks),
+its errors beyond the cache's capacity and the context, and the models it runs for
+(``uses_reference_layers``: not with a plugged-in function, a hook, a subclass). The
+weights are perturbed far from GPT-2's small initialisation so that the
 logits are far from uniform. Then ``GPTConfig`` validation, the initialisation, argument
 errors, ``warmup_cosine`` at known steps, ``window_perplexity`` against a brute-force
 computation of every prediction and against chapter 3's ``evaluate_perplexity``, and
@@ -31,7 +35,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from course_lib.gpt import training as gpt_training
-from course_lib.gpt.causal_attention import CausalSelfAttention, causal_mask_after, causal_self_attention
+from course_lib.gpt.causal_attention import CausalSelfAttention, KVCache, causal_mask_after, causal_self_attention
 from course_lib.gpt.gpt2_weights import from_gpt2_state_dict, to_gpt2_state_dict
 from course_lib.gpt.model import GPT, GPTConfig
 from course_lib.recurrent import language_model
@@ -299,6 +303,90 @@ def test_gpt_chunks_with_a_cache_equal_the_full_pass():
         logits, cache = model(ids[:, start:start + size], cache)
         assert_close(logits, full[:, start:start + size], f"chunk {start}..{start + size - 1}")
         start += size
+
+
+# ---------------------------------------------------------------- the preallocated KV cache of generation
+
+@DTYPES
+@pytest.mark.parametrize("chunks", [[5, 1, 1, 1, 1, 1], [1] * CONTEXT, [4, 1, 6, 5], [CONTEXT]],
+                         ids=["prompt then steps", "one at a time", "chunks", "all at once"])
+def test_decoding_into_a_kv_cache_equals_forward_with_the_concatenating_cache(chunks, dtype):
+    """``GPT._decode`` (a preallocated ``KVCache`` written in place, fused LayerNorm, no checks) against ``forward``
+    with its ``torch.cat`` cache: the last logits of every chunk, the keys and values cached, the positions counted."""
+    model = make_gpt(seed=19, dtype=dtype, dropout=0.3)  # eval mode: no dropout
+    ids = ids_of(3, sum(chunks), seed=20)
+    fast_cache = model.new_cache(3)
+    assert fast_cache.capacity == CONTEXT and fast_cache.keys[0].dtype == dtype
+    cache, start = None, 0
+    with torch.no_grad():
+        for size in chunks:
+            logits, cache = model(ids[:, start:start + size], cache)
+            fast = model._decode(ids[:, start:start + size], fast_cache)
+            start += size
+            assert fast.shape == (3, VOCAB) and fast.dtype == dtype
+            assert_close(fast, logits[:, -1], f"the last logits of positions ..{start - 1}")
+            assert fast_cache.length == start
+            for layer, ((keys, values), (fast_keys, fast_values)) in enumerate(zip(cache, fast_cache.pairs())):
+                assert fast_keys.shape == keys.shape == (3, HEADS, start, WIDTH // HEADS)
+                assert_close(fast_keys, keys, f"layer {layer} keys after position {start - 1}")
+                assert_close(fast_values, values, f"layer {layer} values after position {start - 1}")
+
+
+def test_the_kv_cache_refuses_positions_beyond_its_capacity_and_the_context():
+    model = make_gpt(seed=21)
+    with pytest.raises(ValueError, match=f"a cache of capacity {CONTEXT + 1} exceeds the context of {CONTEXT}"):
+        model.new_cache(2, CONTEXT + 1)
+    with pytest.raises(ValueError, match="capacity must be a positive integer"):
+        model.new_cache(2, 0)
+    with pytest.raises(ValueError, match="batch must be a non-negative integer"):
+        KVCache(LAYERS, -1, HEADS, WIDTH // HEADS, 4)
+    cache = model.new_cache(2, 6)
+    with torch.no_grad():
+        model._decode(ids_of(2, 5, seed=22), cache)
+        with pytest.raises(ValueError, match="5 cached and 2 new positions exceed the cache's capacity of 6 positions"):
+            model._decode(ids_of(2, 2, seed=23), cache)
+        assert cache.length == 5, "a refused pass claims no position"
+        model._decode(ids_of(2, 1, seed=24), cache)
+        assert cache.length == 6
+        roomy = KVCache(LAYERS, 2, HEADS, WIDTH // HEADS, CONTEXT + 4)  # built by hand, larger than the context
+        model._decode(ids_of(2, CONTEXT, seed=25), roomy)
+        with pytest.raises(ValueError, match=f"{CONTEXT} cached and 1 new positions exceed the context of {CONTEXT}"):
+            model._decode(ids_of(2, 1, seed=26), roomy)
+    model.train()
+    assert model._decode(ids_of(2, 1, seed=27), model.new_cache(2)).shape == (2, VOCAB), \
+        "without dropout, training mode changes nothing"
+    with pytest.raises(RuntimeError, match="put the model in eval mode"):
+        make_gpt(seed=21, dropout=0.1).train()._decode(ids_of(2, 1, seed=27), model.new_cache(2))
+
+
+def test_uses_reference_layers_only_for_the_library_functions_without_hooks():
+    """Generation decodes fast only through the reference layers; a plugged-in function runs through ``forward``."""
+    from course_lib.testing import PlainCausalAttention
+    from course_lib.transformer.layer_norm import layer_norm
+
+    assert make_gpt(seed=28).uses_reference_layers()
+    assert not GPT(make_config(), causal_attention_fn=PlainCausalAttention()).uses_reference_layers()
+    assert not GPT(make_config(), attention_fn=lambda q, k, v, mask: (q, None)).uses_reference_layers()
+    model = make_gpt(seed=28)
+    model.blocks[1].norm2.norm_fn = lambda x, w, b, eps: layer_norm(x, w, b, eps)
+    assert not model.uses_reference_layers(), "a plugged-in LayerNorm"
+    model = make_gpt(seed=28)
+    handle = model.blocks[0].self_attn.register_forward_hook(lambda module, args, output: None)
+    assert not model.uses_reference_layers(), "a forward hook"
+    handle.remove()
+    assert model.uses_reference_layers()
+    handle = model.register_forward_pre_hook(lambda module, args: None)
+    assert not model.uses_reference_layers(), "a forward pre-hook on the model"
+    handle.remove()
+    model.blocks[0].linear1 = nn.Sequential(model.blocks[0].linear1)
+    assert not model.uses_reference_layers(), "another module put in"
+
+    class Scaled(GPT):
+        def forward(self, ids, cache=None):
+            logits, cache = super().forward(ids, cache)
+            return 2 * logits, cache
+
+    assert not Scaled(make_config()).uses_reference_layers(), "a subclass with its own forward"
 
 
 def test_gpt_gradients_and_training_dropout_equal_gpt2():

@@ -283,6 +283,25 @@ def test_the_library_s_fused_lstm_layer_is_no_answer_to_lstm_cell(tmp_path):
     assert outcome["forbidden"] == [] and "value" in outcome["cases"][0], outcome
 
 
+def test_the_library_s_cached_attention_is_no_answer_to_causal_self_attention(tmp_path):
+    # ps07: causal self-attention computed by the attention that generation decodes with (GPT._decode runs
+    # course_lib.gpt.causal_attention._attend_with_kv_cache), which the student edition ships before it is revealed
+    source = ("from course_lib.gpt import causal_attention\n"
+              "def f(x):\n    x = torch.as_tensor(x, dtype=torch.float32)[None, :, None].repeat(1, 1, 2)\n"
+              "    cache = causal_attention.KVCache(1, 1, 1, 2, 3)\n"
+              "    return causal_attention._attend_with_kv_cache(x, torch.eye(2).repeat(3, 1), torch.zeros(6), "
+              "torch.eye(2), torch.zeros(2), 1, cache, 0, 0)\n")
+    stand_ins = scaffolds.stand_ins("ps07_gpt", "causal_self_attention")
+    assert set(stand_ins) == {"course_lib.testing:PlainCausalAttention",
+                              "course_lib.gpt.causal_attention:_attend_with_kv_cache"}
+    plan, namespace = _plan(tmp_path, source, "f", ATTENTION_NAMES, stand_ins=stand_ins, tensors=True)
+    outcome = probe_runner.run(plan, namespace)["cells"]["test_f"]
+    assert outcome["forbidden"] == ["course_lib.gpt.causal_attention._attend_with_kv_cache"], outcome
+    plan, namespace = _plan(tmp_path, source, "f", ATTENTION_NAMES, tensors=True)  # grading another function
+    outcome = probe_runner.run(plan, namespace)["cells"]["test_f"]
+    assert outcome["forbidden"] == [] and "value" in outcome["cases"][0], outcome
+
+
 def test_a_forbidden_call_outside_the_test_cases_costs_only_its_own_line(tmp_path):
     # a top-level experiment left in an answer cell: it fails there, and the function (which does not use it) passes
     source = ("def f(x):\n    return x\n"

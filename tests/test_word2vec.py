@@ -581,17 +581,6 @@ def test_train_sgns_with_two_worker_threads_separates_topics(seed):
     assert history["pairs"].shape == (SMALL["epochs"],)
 
 
-def test_train_sgns_per_document_pair_fn_and_vectorised_pairs_give_the_same_number_of_pairs():
-    """sample=0 keeps every token; the windows are drawn in another order, so the counts agree in expectation."""
-    docs, counts = topic_corpus(0)
-    _, fast = train_sgns(docs, counts, seed=2, **TORCH_SMALL)
-    _, slow = train_sgns(docs, counts, seed=2, pair_fn=skipgram_pairs, **TORCH_SMALL)
-    # window 2, b ~ U{1, 2}: 1.5 contexts on each side, less 1.5 + 0.5 at each end of a document
-    expected = sum(len(d) for d in docs) * 3 - len(docs) * 4
-    for pairs in (fast["pairs"], slow["pairs"]):
-        assert np.all(np.abs(pairs - expected) < 0.05 * expected), (pairs, expected)
-
-
 @pytest.mark.parametrize("bad", [dict(threads=0), dict(batch_size=0), dict(shared_negatives=0)])
 def test_train_sgns_rejects_bad_sizes(bad):
     docs, counts = topic_corpus(0, n_docs=4)
@@ -614,58 +603,6 @@ def test_train_sgns_accepts_lists_and_empty_documents():
 
 
 # ---------------------------------------------------------------- sgns_fast: the fast trainer's parts
-
-class ReplayedWindows:
-    """A stand-in for a Generator whose ``integers`` hands out given window draws in turn."""
-
-    def __init__(self, reach):
-        self.reach, self.used = np.asarray(reach), 0
-
-    def integers(self, low, high, size):
-        out = self.reach[self.used:self.used + size]
-        assert len(out) == size and np.all((out >= low) & (out < high))
-        self.used += size
-        return out
-
-
-@pytest.mark.parametrize("window", [1, 2, 5])
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_corpus_pairs_equal_skipgram_pairs_document_by_document(window, seed):
-    rng = np.random.default_rng(seed)
-    docs = [rng.integers(0, 40, size=n) for n in rng.integers(0, 3 * window + 4, size=30)]  # also empty and 1-token
-    docs[:3] = [np.array([], dtype=np.int64), np.array([7]), np.array([3, 3])]
-    tokens = np.concatenate(docs)
-    document_of = np.repeat(np.arange(len(docs)), [len(d) for d in docs])
-    reach = rng.integers(1, window + 1, size=len(tokens))
-    centers, contexts = sgns_fast.corpus_pairs(tokens, document_of, reach, window)
-    replay = ReplayedWindows(reach)
-    expected = [skipgram_pairs(d, window, replay) for d in docs]
-    assert replay.used == len(tokens)
-    np.testing.assert_array_equal(centers, np.concatenate([c for c, _ in expected]))
-    np.testing.assert_array_equal(contexts, np.concatenate([o for _, o in expected]))
-    assert centers.dtype == contexts.dtype == np.int64
-
-
-def test_corpus_pairs_never_cross_a_document_boundary():
-    tokens = np.array([0, 1, 2, 10, 11, 20])
-    document_of = np.array([0, 0, 0, 1, 1, 2])
-    centers, contexts = sgns_fast.corpus_pairs(tokens, document_of, np.full(6, 5), 5)
-    assert set(zip(centers.tolist(), contexts.tolist())) == {(0, 1), (0, 2), (1, 0), (1, 2), (2, 0), (2, 1),
-                                                             (10, 11), (11, 10)}
-    assert len(centers) == 8
-
-
-def test_subsampled_pairs_drop_the_words_that_are_never_kept():
-    rng = np.random.default_rng(0)
-    tokens = rng.integers(0, 6, size=2000)
-    document_of = np.repeat(np.arange(20), 100)
-    keep = np.array([0.0, 1.0, 1.0, 1.0, 0.5, 1.0])
-    centers, contexts = sgns_fast.subsampled_pairs(tokens, document_of, keep, 3, np.random.default_rng(1))
-    assert 0 not in centers and 0 not in contexts
-    # word 4 kept half the time: it is center of about half as many pairs per occurrence as word 1
-    per_occurrence = np.bincount(centers, minlength=6) / np.bincount(tokens, minlength=6)
-    assert 0.4 < per_occurrence[4] / per_occurrence[1] < 0.6, per_occurrence
-
 
 def summed_loss(w_in, w_out, centers, contexts, noise, weight):
     """The loss sgns_step follows, by autograd: sum_b [-log sigma(u_o . v) - weight sum_s log sigma(-u_s . v)]."""

@@ -7,14 +7,24 @@ not change (a position never sees what comes after it), so they are kept in a
 of recomputing all ``P`` earlier positions through every layer. See
 :doc:`/chapters/ch07_gpt`. Tested: with and without a cache the outputs agree,
 and the layer equals GPT-2's attention in ``transformers``.
+
+:func:`causal_self_attention` returns a new cache ``[K_cache; K_new]`` at every call,
+built by ``torch.cat``: a step copies all ``P`` earlier positions, so ``N`` steps copy
+``O(N^2)`` numbers. Generation uses :class:`KVCache` instead, tensors allocated once
+and written in place (``O(N)``), through ``_attend_with_kv_cache``, the same
+equations without the per-call argument checks (the internal path of generation,
+whose arguments are checked once per call); it is tested equal to
+:func:`causal_self_attention`.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from course_lib import checks
 from course_lib.transformer.multi_head import check_multi_head_args, merge_heads, split_heads
@@ -112,3 +122,89 @@ class CausalSelfAttention(nn.Module):
         """``(B, T, D)`` and an optional cache ``->`` ``(output (B, T, D), new cache)``."""
         return self.causal_attention_fn(x, self.in_proj_weight, self.in_proj_bias, self.out_proj.weight,
                                         self.out_proj.bias, self.num_heads, cache, attention_fn=self.attention_fn)
+
+
+class KVCache:
+    """The keys and values of ``L`` layers in tensors allocated once and filled in place. Chapter 7.
+
+    Layer ``l`` keeps ``keys[l]`` and ``values[l]``, each ``(B, nh, capacity, hs)``, of which
+    the first ``P = length`` positions are filled. A forward pass of ``T`` new positions
+    first claims them, ``P = cache.extend(T)``; then every layer writes its ``T`` new keys
+    and values at positions ``P .. P + T - 1`` (:meth:`write`) and attends over the first
+    ``P + T``. Nothing is copied but the new positions, where ``torch.cat([K_cache, K_new])``
+    copies the whole cache at every step.
+
+    Args:
+        layers: ``L``. batch: ``B``. num_heads: ``nh``. head_size: ``hs``.
+        capacity: the most positions the cache holds (for a GPT, at most its context).
+        dtype: the dtype of the keys and values.
+    """
+
+    def __init__(self, layers: int, batch: int, num_heads: int, head_size: int, capacity: int,
+                 dtype: torch.dtype = torch.float32):
+        sizes = dict(layers=layers, num_heads=num_heads, head_size=head_size, capacity=capacity)
+        layers, num_heads, head_size, capacity = (checks.positive_int(v, k) for k, v in sizes.items())
+        batch = checks.nonnegative_int(batch, "batch")
+        self.keys = [torch.zeros(batch, num_heads, capacity, head_size, dtype=dtype) for _ in range(layers)]
+        self.values = [torch.zeros_like(k) for k in self.keys]
+        self.capacity, self.length = capacity, 0
+
+    def extend(self, steps: int) -> int:
+        """Claim ``T = steps`` new positions and return ``P``, the positions filled before them.
+
+        Raises a ``ValueError`` unless ``P + T <= capacity``. Every layer must then write its
+        ``(B, nh, T, hs)`` new keys and values at ``P`` with :meth:`write`.
+        """
+        if self.length + steps > self.capacity:
+            raise ValueError(f"{self.length} cached and {steps} new positions exceed the cache's capacity of "
+                             f"{self.capacity} positions")
+        past, self.length = self.length, self.length + steps
+        return past
+
+    def write(self, layer: int, past: int, keys, values):
+        """Write ``keys`` and ``values`` ``(B, nh, T, hs)`` at positions ``P .. P + T - 1`` of ``layer``.
+
+        Returns:
+            views of all the keys and values of the layer, ``(B, nh, P + T, hs)`` each.
+        """
+        end = past + keys.shape[2]
+        self.keys[layer][:, :, past:end] = keys
+        self.values[layer][:, :, past:end] = values
+        return self.keys[layer][:, :, :end], self.values[layer][:, :, :end]
+
+    def pairs(self) -> list:
+        """The cache as ``GPT.forward`` takes it: ``L`` pairs ``(keys, values)``, each ``(B, nh, P, hs)`` (views)."""
+        return [(k[:, :, :self.length], v[:, :, :self.length]) for k, v in zip(self.keys, self.values)]
+
+
+def _attend_with_kv_cache(x, in_weight, in_bias, out_weight, out_bias, num_heads: int, cache: KVCache,
+                          layer: int, past: int):
+    """:func:`causal_self_attention` writing its keys and values into a :class:`KVCache`, without checks. Chapter 7.
+
+    The same equations: ``[Q; K_new; V_new] = x [W_Q; W_K; W_V]^T + [b_Q; b_K; b_V]`` split into
+    ``nh`` heads, ``K = [K_cache; K_new]``, ``V = [V_cache; V_new]`` (here: written into the
+    cache in place), ``softmax(Q K^T / sqrt(hs) + M) V`` with the causal mask of
+    :func:`causal_mask_after` (not needed for ``T = 1``: the one new position sees every
+    key), heads merged, ``output = Concat(heads) W_O^T + b_O``. The fast path of
+    generation: its caller checks the arguments once per forward pass (``GPT`` once per
+    :func:`~course_lib.gpt.generation.generate`), so nothing here is checked.
+
+    Args:
+        x: ``(B, T, D)`` the new positions.
+        in_weight: ``(3D, D)``; in_bias: ``(3D,)``; out_weight: ``(D, D)``; out_bias: ``(D,)``.
+        num_heads: ``nh``.
+        cache: a :class:`KVCache` with room for ``P + T`` positions.
+        layer: the cache's layer to read and write. past: ``P``, its positions already filled.
+
+    Returns:
+        ``(B, T, D)`` the output; the cache now holds the ``P + T`` keys and values of ``layer``.
+    """
+    batch, steps, width = x.shape
+    qkv = F.linear(x, in_weight, in_bias).view(batch, steps, 3 * num_heads, width // num_heads)
+    q, k, v = qkv.transpose(1, 2).split(num_heads, dim=1)  # (B, nh, T, hs) each
+    keys, values = cache.write(layer, past, k, v)  # (B, nh, P + T, hs)
+    scores = q @ keys.transpose(-2, -1) / math.sqrt(width // num_heads)  # (B, nh, T, P + T)
+    if steps > 1:
+        scores = scores.masked_fill(~causal_mask_after(past, steps), float("-inf"))
+    heads = torch.softmax(scores, dim=-1) @ values  # (B, nh, T, hs)
+    return F.linear(heads.transpose(1, 2).reshape(batch, steps, width), out_weight, out_bias)

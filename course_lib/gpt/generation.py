@@ -5,8 +5,10 @@ One step reads the logits of the last position, applies the penalties and filter
 (greedy) or a draw from ``softmax`` of the filtered logits. Without a cache every step
 runs the whole sequence (its last ``context`` tokens) through the model again; with the
 cache the prompt is read once and every later step runs one position, reusing the keys
-and values of all earlier ones. Also here: two measures of generated text, the
-share of distinct n-grams and the model's own perplexity of it. See
+and values of all earlier ones (for a GPT of the reference layers, kept in a
+:class:`~course_lib.gpt.causal_attention.KVCache` written in place). Also here: two
+measures of generated text, the share of distinct n-grams and the model's own
+perplexity of it. See
 :doc:`/chapters/ch07_gpt`. Tested: the cache changes no token, greedy search equals
 ``transformers``' ``generate``, and a seed fixes a sample.
 """
@@ -21,6 +23,7 @@ from torch.nn import functional as F
 
 from course_lib import checks
 from course_lib.gpt.filters import repetition_penalty as penalise, temperature_top_k, top_p_filter
+from course_lib.gpt.model import GPT
 from course_lib.training import eval_mode
 
 
@@ -55,7 +58,11 @@ def generate(model, prompt, max_new_tokens: int, sample: bool = False, temperatu
     seeded with ``seed``, so the same call gives the same tokens. With ``use_cache``
     the whole sequence must fit the model's context; without it, a sequence longer than
     the context is read through its last ``context`` tokens. A row that has produced
-    ``eos`` repeats it, and generation stops early when every row has.
+    ``eos`` repeats it, and generation stops early when every row has. The arguments
+    are checked once per call: with the cache, a GPT of the reference layers
+    (:meth:`~course_lib.gpt.model.GPT.uses_reference_layers`) then decodes through a
+    preallocated :class:`~course_lib.gpt.causal_attention.KVCache` without checking again
+    at every step; a model with a plugged-in function runs its own ``forward``.
 
     Args:
         model: a :class:`~course_lib.gpt.model.GPT` (``forward(ids, cache) -> (logits, cache)``).
@@ -79,14 +86,19 @@ def generate(model, prompt, max_new_tokens: int, sample: bool = False, temperatu
     if use_cache and ids.shape[1] + max_new_tokens - 1 > context:
         raise ValueError(f"{ids.shape[1]} prompt tokens and {max_new_tokens} new ones do not fit the context of "
                          f"{context} with use_cache=True; use use_cache=False to read a sliding window")
+    if max_new_tokens and not ids.shape[1]:
+        raise ValueError("prompt must hold at least one token to continue, got shape (B, 0)")
     generator = torch.Generator().manual_seed(int(seed))
-    done = torch.zeros(ids.shape[0], dtype=torch.bool)
-    cache, fresh = None, ids
+    batch, start = ids.shape
+    out = torch.empty(batch, start + max_new_tokens, dtype=torch.int64)  # (B, T + max_new_tokens)
+    out[:, :start] = ids
+    done = torch.zeros(batch, dtype=torch.bool)
     with eval_mode(model):
-        for _ in range(max_new_tokens):
-            logits, new_cache = model(fresh if use_cache else ids[:, -context:], cache)
-            logits = next_token_logits(logits[:, -1].float(), ids, sample, temperature, top_k, top_p,
-                                       repetition_penalty, top_k_fn, top_p_fn)  # (B, V)
+        last_logits = _last_logits_reader(model, ids, max_new_tokens, use_cache)
+        fresh = ids
+        for t in range(start, start + max_new_tokens):
+            logits = next_token_logits(last_logits(out[:, :t], fresh).float(), out[:, :t], sample, temperature,
+                                       top_k, top_p, repetition_penalty, top_k_fn, top_p_fn)  # (B, V)
             if sample:
                 token = torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator)[:, 0]
             else:
@@ -94,11 +106,37 @@ def generate(model, prompt, max_new_tokens: int, sample: bool = False, temperatu
             if eos is not None:
                 token = torch.where(done, torch.tensor(eos), token)
                 done |= token == eos
-            ids = torch.cat([ids, token[:, None]], dim=1)
-            cache, fresh = (new_cache, token[:, None]) if use_cache else (None, ids)
+            out[:, t] = token
+            fresh = out[:, t:t + 1]  # (B, 1) what the cache has not seen
             if eos is not None and bool(done.all()):
-                break
-    return ids
+                return out[:, :t + 1].clone()
+    return out
+
+
+def _last_logits_reader(model, prompt, max_new_tokens: int, use_cache: bool) -> Callable:
+    """The step of :func:`generate`: a function of the ids so far, ``(B, T)``, and the fresh ones among them.
+
+    It returns the logits of the last position, ``(B, V)``. Without a cache it reads the
+    last ``context`` ids. With the cache it reads only the fresh ids, those the model has
+    not read yet (the prompt, then one token per step): through ``GPT._decode`` and a
+    preallocated :class:`~course_lib.gpt.causal_attention.KVCache` when the model is made
+    of the reference layers (the prompt's ids are checked here, once per call), else
+    through ``model.forward`` and the cache it returns (checked at every step).
+    """
+    context = model.config.context
+    if not use_cache:
+        return lambda ids, fresh: model(ids[:, -context:])[0][:, -1]
+    if max_new_tokens and isinstance(model, GPT) and model.uses_reference_layers():
+        model.check_ids(prompt)
+        cache = model.new_cache(len(prompt), prompt.shape[1] + max_new_tokens - 1)  # the last token is not read
+        return lambda ids, fresh: model._decode(fresh, cache)
+    cache = None
+
+    def read(ids, fresh):
+        nonlocal cache
+        logits, cache = model(fresh, cache)
+        return logits[:, -1]
+    return read
 
 
 @torch.no_grad()

@@ -8,6 +8,14 @@
 their keys and values, so generation can reuse them (the KV cache). See
 :doc:`/chapters/ch07_gpt`. Tested against ``transformers.GPT2LMHeadModel`` with copied
 weights (:mod:`course_lib.gpt.gpt2_weights`).
+
+Generation takes a faster path through the same model (``GPT._decode``): the
+keys and values written into a preallocated :class:`~course_lib.gpt.causal_attention.KVCache`,
+the arguments checked once per call of :func:`~course_lib.gpt.generation.generate`
+instead of in every layer at every step, LayerNorm as one fused torch kernel (as
+chapter 8's ``fused_layer_norm``) and the logits of the last position only. It runs
+only for a model of the reference layers (:meth:`GPT.uses_reference_layers`) and is
+tested equal to ``forward``.
 """
 
 from __future__ import annotations
@@ -21,8 +29,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from course_lib import checks
-from course_lib.gpt.causal_attention import CausalSelfAttention
-from course_lib.transformer.layer_norm import LayerNorm
+from course_lib.gpt.causal_attention import (CausalSelfAttention, KVCache, _attend_with_kv_cache,
+                                             causal_self_attention)
+from course_lib.transformer.layer_norm import LayerNorm, layer_norm
 from course_lib.transformer.scaled_attention import scaled_dot_product_attention
 
 
@@ -87,6 +96,27 @@ class GPTBlock(nn.Module):
         x = x + self.dropout(attended)
         return x + self.dropout(self.feed_forward(self.norm2(x))), cache
 
+    def _decode(self, x, cache: KVCache, layer: int, past: int):
+        """``forward`` of the reference layers in eval mode, unchecked, the keys and values written into ``cache``.
+
+        ``(B, T, D) -> (B, T, D)``; ``past`` is ``P``, the positions of ``cache`` already filled.
+        """
+        attention = self.self_attn
+        x = x + _attend_with_kv_cache(_fused_layer_norm(x, self.norm1), attention.in_proj_weight,
+                                      attention.in_proj_bias, attention.out_proj.weight, attention.out_proj.bias,
+                                      attention.num_heads, cache, layer, past)
+        hidden = F.gelu(F.linear(_fused_layer_norm(x, self.norm2), self.linear1.weight, self.linear1.bias),
+                        approximate="tanh")  # (B, T, F)
+        return x + F.linear(hidden, self.linear2.weight, self.linear2.bias)
+
+
+def _fused_layer_norm(x, norm: LayerNorm):
+    """``norm(x)``, chapter 6's ``LN(x) = (x - mu) / sqrt(sigma^2 + eps) * gamma + beta``, as one torch kernel."""
+    return F.layer_norm(x, (x.shape[-1],), norm.weight, norm.bias, norm.eps)
+
+
+_REFERENCE_MODULES = (nn.Embedding, nn.Dropout, nn.Linear, nn.ModuleList, LayerNorm, CausalSelfAttention, GPTBlock)
+
 
 class GPT(nn.Module):
     """A decoder-only Transformer language model with GPT-2's layout. Chapter 7.
@@ -149,11 +179,7 @@ class GPT(nn.Module):
         if cache is not None and len(cache) != len(self.blocks):
             raise ValueError(f"cache must hold one (keys, values) pair per layer ({len(self.blocks)}), got {len(cache)}")
         past = 0 if cache is None else cache[0][0].shape[2]
-        if past + ids.shape[1] > self.config.context:
-            raise ValueError(f"{past} cached and {ids.shape[1]} new positions exceed the context of "
-                             f"{self.config.context}; crop the sequence to its last {self.config.context} tokens")
-        if ids.numel() and (ids.min() < 0 or ids.max() >= self.config.vocab_size):
-            raise ValueError(f"ids must lie in [0, {self.config.vocab_size}), got {ids.min().item()}..{ids.max().item()}")
+        self.check_ids(ids, past)
         positions = torch.arange(past, past + ids.shape[1])
         x = self.dropout(self.token_embedding(ids) + self.position_embedding(positions))  # (B, T, D)
         new_cache = []
@@ -161,6 +187,68 @@ class GPT(nn.Module):
             x, layer_cache = block(x, None if cache is None else cache[layer])
             new_cache.append(layer_cache)
         return self.norm(x) @ self.token_embedding.weight.T, new_cache  # (B, T, V)
+
+    def check_ids(self, ids, past: int = 0):
+        """Return ``ids``, raising unless they are ``(B, T)`` int64 in ``[0, V)`` and ``P + T`` positions fit.
+
+        ``past`` is ``P``, the positions already cached; ``P + T`` may not exceed the context.
+        """
+        checks.token_batch(ids, "ids")
+        if past + ids.shape[1] > self.config.context:
+            raise ValueError(f"{past} cached and {ids.shape[1]} new positions exceed the context of "
+                             f"{self.config.context}; crop the sequence to its last {self.config.context} tokens")
+        if ids.numel() and (ids.min() < 0 or ids.max() >= self.config.vocab_size):
+            raise ValueError(f"ids must lie in [0, {self.config.vocab_size}), got {ids.min().item()}..{ids.max().item()}")
+        return ids
+
+    def uses_reference_layers(self) -> bool:
+        """Whether the model computes with the library's own functions only, so that generation may decode fast.
+
+        True when every part is one of the reference modules (no subclass, no other module put
+        in), with the default ``layer_norm``, ``scaled_dot_product_attention`` and
+        ``causal_self_attention``, and without forward hooks. A model with a plugged-in
+        function (an exercise's answer) is generated from through ``forward``.
+        """
+        default_functions = all(block.self_attn.causal_attention_fn is causal_self_attention
+                                and block.self_attn.attention_fn is scaled_dot_product_attention
+                                and block.norm1.norm_fn is layer_norm and block.norm2.norm_fn is layer_norm
+                                for block in self.blocks) and self.norm.norm_fn is layer_norm
+        plain_modules = type(self).forward is GPT.forward and all(
+            type(module) in _REFERENCE_MODULES and not (module._forward_hooks or module._forward_pre_hooks)
+            for module in self.modules() if module is not self)
+        return default_functions and plain_modules and not (self._forward_hooks or self._forward_pre_hooks)
+
+    def new_cache(self, batch: int, capacity: int | None = None) -> KVCache:
+        """An empty :class:`~course_lib.gpt.causal_attention.KVCache` for ``B = batch`` sequences, of the model's dtype.
+
+        Each layer's keys and values are ``(B, nh, capacity, hs)``; ``capacity`` (default: the
+        context) may not exceed the context, the positions the model has embeddings for.
+        """
+        capacity = self.config.context if capacity is None else checks.positive_int(capacity, "capacity")
+        if capacity > self.config.context:
+            raise ValueError(f"a cache of capacity {capacity} exceeds the context of {self.config.context}")
+        return KVCache(self.config.layers, batch, self.config.num_heads, self.config.width // self.config.num_heads,
+                       capacity, dtype=self.token_embedding.weight.dtype)
+
+    def _decode(self, ids, cache: KVCache):
+        """The logits of the last position, ``(B, V)``, for ``(B, T)`` ids after the ``P`` positions of ``cache``.
+
+        ``forward``'s equations through :meth:`GPTBlock._decode`, for a model of the reference
+        layers in eval mode; ``ids`` are not checked (:func:`~course_lib.gpt.generation.generate`
+        checks the prompt once, and every later id is one the model chose). The ``T`` new keys
+        and values of every layer are written into ``cache``.
+        """
+        steps = ids.shape[1]
+        if cache.length + steps > self.config.context:
+            raise ValueError(f"{cache.length} cached and {steps} new positions exceed the context of "
+                             f"{self.config.context}")
+        if self.training and self.config.dropout:
+            raise RuntimeError("GPT._decode runs without dropout: put the model in eval mode")
+        past = cache.extend(steps)
+        x = F.embedding(ids, self.token_embedding.weight) + self.position_embedding.weight[past:past + steps]
+        for layer, block in enumerate(self.blocks):
+            x = block._decode(x, cache, layer, past)  # (B, T, D)
+        return F.linear(_fused_layer_norm(x[:, -1], self.norm), self.token_embedding.weight)  # (B, V)
 
     def num_parameters(self) -> int:
         """The number of trained numbers (the tied output layer counted once)."""

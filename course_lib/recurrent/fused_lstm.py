@@ -85,7 +85,7 @@ class _LSTMLayer(torch.autograd.Function):
         grad_a = torch.empty_like(gates)  # (T, B, 4H): dL/da_t
         dh, dc = grad_h.clone(), grad_c.clone()  # (B, H) each: the gradient reaching h_t and c_t
         keep = None if alive is None else alive.to(x.dtype)  # (T, B, 1)
-        for t in reversed(range(steps)):
+        for t in range(steps - 1, -1, -1):  # the steps backwards
             dh += grad_outputs[:, t] if keep is None else grad_outputs[:, t] * keep[t]
             if keep is not None:  # past the length the state is passed on: its gradient too
                 carried_h, carried_c = dh * (1 - keep[t]), dc * (1 - keep[t])

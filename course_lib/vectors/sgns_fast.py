@@ -1,10 +1,11 @@
-"""Chapter 2, the inner loop of the fast SGNS trainer: the pairs of a whole corpus at once, one SGD step
-with shared noise words, and an epoch shared by worker threads.
+"""Chapter 2, the inner loop of the fast SGNS trainer: one SGD step with shared noise words, and an epoch
+shared by worker threads.
 
 :func:`course_lib.vectors.word2vec.train_sgns` is the public trainer; this module holds what it runs.
-Nothing here is an exercise: ``skipgram_pairs`` and ``sgns_loss_and_grads`` of
-:mod:`course_lib.vectors.word2vec` teach the same computations one document and one
-batch at a time, and the tests check that these functions give the same results.
+Nothing here is an exercise: ``sgns_loss_and_grads`` of :mod:`course_lib.vectors.word2vec` teaches the
+same gradients one batch at a time, and the tests check that :func:`sgns_step` follows them. (The
+pairs come from ``skipgram_pairs``, the exercise, document by document: a second, vectorised pair
+generator here would ship ps02's answer in the student editions that do not reveal it yet.)
 See :doc:`/chapters/ch02_word2vec`.
 """
 
@@ -12,71 +13,6 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
-
-import numpy as np
-
-
-def corpus_pairs(tokens, document_of, reach, window: int):
-    """The skip-gram pairs of every document of a corpus, found in one pass over all its tokens.
-
-    The documents are concatenated into ``tokens``; ``document_of[i]`` says which
-    document token ``i`` came from. Position ``i`` is a center and ``j`` its context
-    when ``0 < |i - j| <= reach[i]`` and both lie in the same document: the rule of
-    ``skipgram_pairs``, applied to all documents at once, so that the result is
-    what ``skipgram_pairs`` gives document by document for the same windows
-    ``reach``, concatenated in document order. Chapter 2.
-
-    Args:
-        tokens: ``(N,)`` word ids of all documents, one after the other.
-        document_of: ``(N,)`` the document of each token, non-decreasing.
-        reach: ``(N,)`` the window ``b_i`` of each center, in ``{1, ..., window}``.
-        window: the largest window.
-
-    Returns:
-        ``(centers, contexts)``: two ``(M,)`` int64 arrays of word ids, ordered by center
-        position, then by context position.
-    """
-    tokens, document_of, reach = np.asarray(tokens), np.asarray(document_of), np.asarray(reach)
-    n = len(tokens)
-    offsets = np.concatenate([np.arange(-window, 0), np.arange(1, window + 1)])  # (2*window,) ascending
-    valid = np.zeros((n, len(offsets)), dtype=bool)  # (N, 2*window): is i + offsets[j] a context of i?
-    for j, offset in enumerate(offsets):  # one column per offset, with slices instead of gathered positions
-        d = abs(offset)
-        if d >= n:
-            continue
-        same_document = document_of[d:] == document_of[:n - d]  # (N - d,) tokens i and i + d
-        if offset > 0:  # center i, context i + d
-            valid[:n - d, j] = same_document & (reach[:n - d] >= d)
-        else:  # center i + d, context i
-            valid[d:, j] = same_document & (reach[d:] >= d)
-    rows, cols = np.nonzero(valid)  # row-major: by center, then by context position
-    return tokens[rows].astype(np.int64, copy=False), tokens[rows + offsets[cols]].astype(np.int64, copy=False)
-
-
-def subsampled_pairs(tokens, document_of, keep, window: int, rng):
-    """One epoch's pairs: drop occurrences of frequent words, draw the windows, collect the pairs.
-
-    Each token is kept with probability ``keep[w]`` (``keep_probabilities`` of
-    :mod:`~course_lib.vectors.word2vec`), then every kept token draws its window
-    ``b_i`` uniformly from ``{1, ..., window}``: one draw of ``N`` uniforms and one of
-    the kept tokens' windows for the whole corpus. The pairs have the distribution
-    of subsampling and ``skipgram_pairs`` document by document; the draws come from
-    ``rng`` in another order, so the pairs of a seed differ from theirs. Chapter 2.
-
-    Args:
-        tokens: ``(N,)`` word ids of all documents, one after the other.
-        document_of: ``(N,)`` the document of each token, non-decreasing.
-        keep: ``(V,)`` the probability of keeping an occurrence of each word.
-        window: the largest window.
-        rng: a ``numpy.random.Generator``.
-
-    Returns:
-        ``(centers, contexts)``: two ``(M,)`` int64 arrays, as :func:`corpus_pairs`.
-    """
-    kept = rng.random(len(tokens)) < keep[tokens]  # (N,)
-    tokens, document_of = tokens[kept], document_of[kept]
-    reach = rng.integers(1, window + 1, size=len(tokens))  # (N,) b_i of each kept token
-    return corpus_pairs(tokens, document_of, reach, window)
 
 
 def sgns_step(w_in, w_out, centers, contexts, noise, step: float, weight: float) -> None:

@@ -190,6 +190,7 @@ def _epoch_pairs(documents, window, keep, rng, pair_fn):
     """Subsample each document, then collect its skip-gram pairs: two ``(N,)`` arrays."""
     centers, contexts = [], []
     for doc in documents:
+        doc = np.asarray(doc, dtype=np.int64)  # (T_d,), a list too
         doc = doc[rng.random(len(doc)) < keep[doc]]
         if len(doc) > 1:
             c, o = pair_fn(doc, window, rng)
@@ -254,7 +255,7 @@ def train_sgns_numpy(documents: Sequence, counts, dim: int = 50, window: int = 5
 
 def train_sgns(documents: Sequence, counts, dim: int = 100, window: int = 5, negatives: int = 5,
                epochs: int = 5, lr: float = 0.025, batch_size: int = 1024, shared_negatives: int = 16,
-               sample: float = 1e-3, seed: int = 0, threads: int = 2, pair_fn: Callable | None = None,
+               sample: float = 1e-3, seed: int = 0, threads: int = 2, pair_fn: Callable = skipgram_pairs,
                progress: bool = True):
     """Train SGNS word vectors fast, with PyTorch on the CPU.
 
@@ -269,8 +270,6 @@ def train_sgns(documents: Sequence, counts, dim: int = 100, window: int = 5, neg
       the scores of a whole batch become one matrix product, ``(B, E) @ (E, S)``.
     - **Sparse row updates.** Gradients are added into the rows a batch uses
       (:func:`~course_lib.vectors.sgns_fast.sgns_step`); no dense ``(V, E)`` gradient is ever formed.
-    - **The pairs of a whole epoch at once** (:func:`~course_lib.vectors.sgns_fast.subsampled_pairs`),
-      vectorised over all documents instead of a Python loop over them.
     - **Worker threads.** ``threads`` Python threads share the batches of an epoch and
       update the same vectors without locks, as gensim's workers do; each runs torch on one
       core, since a second intra-op thread costs more than it gives on such small products.
@@ -293,9 +292,7 @@ def train_sgns(documents: Sequence, counts, dim: int = 100, window: int = 5, neg
         sample: the subsampling threshold of :func:`keep_probabilities`.
         seed: seeds everything random.
         threads: worker threads (each with one torch thread).
-        pair_fn: ``None`` for the vectorised pairs of all documents at once (the pairs of
-            :func:`skipgram_pairs`, tested equal), or a function like :func:`skipgram_pairs`
-            to call on each subsampled document.
+        pair_fn: the pair generator, called on each subsampled document (default :func:`skipgram_pairs`).
         progress: show a tqdm progress bar.
 
     Returns:
@@ -310,8 +307,7 @@ def train_sgns(documents: Sequence, counts, dim: int = 100, window: int = 5, neg
     threads, batch_size = checks.positive_int(threads, "threads"), checks.positive_int(batch_size, "batch_size")
     shared_negatives = checks.positive_int(shared_negatives, "shared_negatives")
     tokens = np.concatenate([np.asarray(d) for d in documents if len(d)] or [np.zeros(0, np.int64)])
-    tokens = checks.token_ids(tokens, len(counts), "documents")  # (N,) all documents, one after the other
-    document_of = np.repeat(np.arange(len(documents)), [len(d) for d in documents])  # (N,)
+    checks.token_ids(tokens, len(counts), "documents")  # every document's ids, checked once
     pairs_per_epoch = []
     with torch_threads(1):
         rng = np.random.default_rng(seed)
@@ -322,12 +318,7 @@ def train_sgns(documents: Sequence, counts, dim: int = 100, window: int = 5, neg
         noise = torch.as_tensor(noise_distribution(counts), dtype=torch.float32)  # (V,)
         keep = keep_probabilities(counts, sample)
         for epoch in range(epochs):
-            if pair_fn is None:
-                centers, contexts = sgns_fast.subsampled_pairs(tokens, document_of, keep, window, rng)
-                if len(centers) == 0:
-                    raise ValueError("no skip-gram pairs: the documents are too short or too heavily subsampled")
-            else:
-                centers, contexts = _epoch_pairs(documents, window, keep, rng, pair_fn)
+            centers, contexts = _epoch_pairs(documents, window, keep, rng, pair_fn)
             order = torch.randperm(len(centers), generator=generator)
             centers = torch.as_tensor(centers).index_select(0, order)  # (N,) shuffled
             contexts = torch.as_tensor(contexts).index_select(0, order)

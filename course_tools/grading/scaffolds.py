@@ -30,7 +30,8 @@ SCAFFOLDS = {
 """Exercise key -> ``"module:attribute"`` of its scaffold (``()`` at the end: an instance of that class)."""
 STAND_INS = {
     "recurrent.cells.lstm_cell": ("course_lib.recurrent.fused_lstm:lstm_layer", "course_lib.recurrent.fused_lstm:_LSTMLayer"),
-    "gpt.causal_attention.causal_self_attention": ("course_lib.testing:PlainCausalAttention",),
+    "gpt.causal_attention.causal_self_attention": ("course_lib.testing:PlainCausalAttention",
+                                                   "course_lib.gpt.causal_attention:_attend_with_kv_cache"),
     "gpt.beam.beam_search": ("course_lib.attention.decoding:beam_search",),
     "bert.self_attention.bert_self_attention": ("course_lib.transformer.scaled_attention:scaled_dot_product_attention",),
 }
