@@ -254,50 +254,45 @@ def test_each_graded_cell_runs_where_no_student_code_ran_before(tmp_path):
     assert np.sum(np.arange(3.0)) == 3.0  # ... never in the process that forks the next cell
 
 
-def test_the_course_s_own_stand_in_for_an_exercise_is_not_its_answer(tmp_path):
+STAND_IN_ANSWERS = {  # what answers an exercise with the course's own code: (source, forbidden names, stand-ins, name)
     # ps06: scaled_dot_product_attention returning the scaffold that replaces it when multi_head_attention is graded
-    source = ("from course_lib.testing import PlainScaledAttention\n"
-              "def f(x):\n    return PlainScaledAttention()(x[None, None], x[None, None], x[None, None])[0]\n")
-    stand_in = "course_lib.testing:PlainScaledAttention()"
-    plan, namespace = _plan(tmp_path, source, "f", ATTENTION_NAMES, stand_ins=[stand_in], tensors=True)
-    outcome = probe_runner.run(plan, namespace)["cells"]["test_f"]
-    assert outcome["forbidden"] == ["course_lib.testing.PlainScaledAttention"], outcome
-    plan, namespace = _plan(tmp_path, source, "f", ATTENTION_NAMES, tensors=True)  # grading another function
-    outcome = probe_runner.run(plan, namespace)["cells"]["test_f"]
-    assert outcome["forbidden"] == [] and "value" in outcome["cases"][0], outcome
-
-
-def test_the_library_s_fused_lstm_layer_is_no_answer_to_lstm_cell(tmp_path):
-    # ps04: one step of lstm_cell computed by the layer the library trains with (a Recurrent of one step runs
+    "attention scaffold": (
+        "from course_lib.testing import PlainScaledAttention\n"
+        "def f(x):\n    return PlainScaledAttention()(x[None, None], x[None, None], x[None, None])[0]\n",
+        ATTENTION_NAMES, ("course_lib.testing:PlainScaledAttention()",), "course_lib.testing.PlainScaledAttention"),
+    # ps04: one step of lstm_cell by the layer the library trains with (a Recurrent of one step runs
     # course_lib.recurrent.fused_lstm), which the student edition ships before lstm_cell is revealed
-    source = ("from course_lib.recurrent import cells, layers\n"
-              "def f(x):\n    layer = layers.Recurrent(cells.LSTMCell(3, 2))\n"
-              "    return layer(torch.as_tensor(x, dtype=torch.float32)[None, None])[0][0, 0].detach()\n")
-    stand_ins = scaffolds.stand_ins("ps04_lstm", "lstm_cell")
-    assert set(stand_ins) == {"course_lib.recurrent.fused_lstm:lstm_layer", "course_lib.recurrent.fused_lstm:_LSTMLayer"}
-    plan, namespace = _plan(tmp_path, source, "f", LSTM_NAMES, stand_ins=stand_ins, tensors=True)
-    outcome = probe_runner.run(plan, namespace)["cells"]["test_f"]
-    assert outcome["forbidden"] == ["course_lib.recurrent.fused_lstm.lstm_layer"], outcome
-    plan, namespace = _plan(tmp_path, source, "f", LSTM_NAMES, tensors=True)  # grading another function
-    outcome = probe_runner.run(plan, namespace)["cells"]["test_f"]
-    assert outcome["forbidden"] == [] and "value" in outcome["cases"][0], outcome
+    "fused LSTM layer": (
+        "from course_lib.recurrent import cells, layers\n"
+        "def f(x):\n    layer = layers.Recurrent(cells.LSTMCell(3, 2))\n"
+        "    return layer(torch.as_tensor(x, dtype=torch.float32)[None, None])[0][0, 0].detach()\n",
+        LSTM_NAMES, scaffolds.stand_ins("ps04_lstm", "lstm_cell"), "course_lib.recurrent.fused_lstm.lstm_layer"),
+    # ps07: causal self-attention by the attention generation decodes with (GPT._decode runs
+    # course_lib.gpt.causal_attention._attend_with_kv_cache), shipped before causal_self_attention is revealed
+    "cached attention": (
+        "from course_lib.gpt import causal_attention\n"
+        "def f(x):\n    x = torch.as_tensor(x, dtype=torch.float32)[None, :, None].repeat(1, 1, 2)\n"
+        "    cache = causal_attention.KVCache(1, 1, 1, 2, 3)\n"
+        "    return causal_attention._attend_with_kv_cache(x, torch.eye(2).repeat(3, 1), torch.zeros(6), "
+        "torch.eye(2), torch.zeros(2), 1, cache, 0, 0)\n",
+        ATTENTION_NAMES, scaffolds.stand_ins("ps07_gpt", "causal_self_attention"),
+        "course_lib.gpt.causal_attention._attend_with_kv_cache"),
+}
 
 
-def test_the_library_s_cached_attention_is_no_answer_to_causal_self_attention(tmp_path):
-    # ps07: causal self-attention computed by the attention that generation decodes with (GPT._decode runs
-    # course_lib.gpt.causal_attention._attend_with_kv_cache), which the student edition ships before it is revealed
-    source = ("from course_lib.gpt import causal_attention\n"
-              "def f(x):\n    x = torch.as_tensor(x, dtype=torch.float32)[None, :, None].repeat(1, 1, 2)\n"
-              "    cache = causal_attention.KVCache(1, 1, 1, 2, 3)\n"
-              "    return causal_attention._attend_with_kv_cache(x, torch.eye(2).repeat(3, 1), torch.zeros(6), "
-              "torch.eye(2), torch.zeros(2), 1, cache, 0, 0)\n")
-    stand_ins = scaffolds.stand_ins("ps07_gpt", "causal_self_attention")
-    assert set(stand_ins) == {"course_lib.testing:PlainCausalAttention",
-                              "course_lib.gpt.causal_attention:_attend_with_kv_cache"}
-    plan, namespace = _plan(tmp_path, source, "f", ATTENTION_NAMES, stand_ins=stand_ins, tensors=True)
+def test_the_grader_names_the_course_s_stand_ins_for_each_exercise():
+    assert set(scaffolds.stand_ins("ps04_lstm", "lstm_cell")) == {"course_lib.recurrent.fused_lstm:lstm_layer",
+                                                                  "course_lib.recurrent.fused_lstm:_LSTMLayer"}
+    assert set(scaffolds.stand_ins("ps07_gpt", "causal_self_attention")) == {
+        "course_lib.testing:PlainCausalAttention", "course_lib.gpt.causal_attention:_attend_with_kv_cache"}
+
+
+@pytest.mark.parametrize("source, names, stand_ins, refused", list(STAND_IN_ANSWERS.values()), ids=list(STAND_IN_ANSWERS))
+def test_the_course_s_own_stand_in_for_an_exercise_is_not_its_answer(tmp_path, source, names, stand_ins, refused):
+    plan, namespace = _plan(tmp_path, source, "f", names, stand_ins=stand_ins, tensors=True)
     outcome = probe_runner.run(plan, namespace)["cells"]["test_f"]
-    assert outcome["forbidden"] == ["course_lib.gpt.causal_attention._attend_with_kv_cache"], outcome
-    plan, namespace = _plan(tmp_path, source, "f", ATTENTION_NAMES, tensors=True)  # grading another function
+    assert outcome["forbidden"] == [refused], outcome
+    plan, namespace = _plan(tmp_path, source, "f", names, tensors=True)  # grading another function: allowed
     outcome = probe_runner.run(plan, namespace)["cells"]["test_f"]
     assert outcome["forbidden"] == [] and "value" in outcome["cases"][0], outcome
 
