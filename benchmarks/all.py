@@ -35,6 +35,7 @@ SCRIPTS = {  # script -> (arguments, arguments with --quick)
     "attention_vs_torch.py": ([], ["--rounds", "3", "--runs", "5"]),
     "transformer_vs_torch.py": ([], ["--rounds", "3", "--runs", "2"]),
     "gpt_vs_transformers.py": ([], ["--rounds", "3", "--runs", "1", "--no-lengths"]),
+    "bpe_vs_tokenizers.py": ([], ["--rounds", "1", "--vocab-size", "500"]),
     "bert_vs_transformers.py": ([], ["--rounds", "3"]),
     "grading_parallel.py": (["--students", "20", "--repeats", "2", "--no-postgres", "--no-one-worker"],
                             ["--students", "4", "--no-postgres", "--no-one-worker", "--no-experiments"]),

@@ -122,6 +122,16 @@ NO_ARRAYS = {"course_lib.notebook.glue", "course_lib.notebook.stop_at_unrevealed
     "course_lib.bert.inputs.encode",  # text -> lists of ids
     "course_lib.bert.pretrained.minilm_directory",  # a folder
     "course_lib.bert.pretrained.load_pretrained",  # a folder -> a model and a tokenizer
+    "course_lib.gpt.bpe.byte_alphabet",  # text, symbols and ids as lists
+    "course_lib.gpt.bpe.to_byte_symbols",
+    "course_lib.gpt.bpe.from_byte_symbols",
+    "course_lib.gpt.bpe.byte_level_words",
+    "course_lib.gpt.bpe.train_bpe",
+    "course_lib.gpt.bpe.BPETokenizer.split_word",
+    "course_lib.gpt.bpe.BPETokenizer.words",
+    "course_lib.gpt.bpe.BPETokenizer.tokenize",
+    "course_lib.gpt.bpe.BPETokenizer.encode",
+    "course_lib.gpt.bpe.BPETokenizer.decode",
     "course_lib.bert.wordpiece.strip_accents",  # text
     "course_lib.bert.wordpiece.basic_tokenize",
     "course_lib.bert.wordpiece.wordpiece_word",
