@@ -132,6 +132,7 @@ NO_ARRAYS = {"course_lib.notebook.glue", "course_lib.notebook.stop_at_unrevealed
     "course_lib.gpt.bpe.BPETokenizer.tokenize",
     "course_lib.gpt.bpe.BPETokenizer.encode",
     "course_lib.gpt.bpe.BPETokenizer.decode",
+    "course_lib.text.memo.BoundedMemo.remember",  # a word -> a list
     "course_lib.bert.wordpiece.strip_accents",  # text
     "course_lib.bert.wordpiece.basic_tokenize",
     "course_lib.bert.wordpiece.wordpiece_word",

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from course_lib import checks
+from course_lib.text.memo import BoundedMemo
 
 # The CJK ideograph blocks that BERT treats as one word per character (Unicode code point ranges), those of
 # _is_chinese_char in BERT's tokenization.py: CJK Unified Ideographs, Extensions A to E, and the two CJK
@@ -194,7 +195,7 @@ class WordPieceTokenizer:
         self.wordpiece_fn = wordpiece_fn or wordpiece_word
         self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (self.vocab[t] for t in self.SPECIAL)
         self.cache_size = checks.nonnegative_int(cache_size, "cache_size")
-        self._pieces: dict[str, list[str]] = {}  # word -> its WordPiece tokens
+        self._pieces = BoundedMemo(self.cache_size)  # word -> its WordPiece tokens
 
     @classmethod
     def from_file(cls, path, **kwargs) -> "WordPieceTokenizer":
@@ -209,18 +210,15 @@ class WordPieceTokenizer:
         """The ids of ``[PAD]``, ``[UNK]``, ``[CLS]``, ``[SEP]`` and ``[MASK]``."""
         return (self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id)
 
+    def _cut(self, word: str) -> list[str]:
+        """One word's WordPiece tokens, by ``wordpiece_fn``."""
+        return self.wordpiece_fn(word, self.vocab, "[UNK]", self.max_chars)
+
     def tokenize(self, text: str) -> list[str]:
         """The WordPiece tokens of a text, without ``[CLS]`` and ``[SEP]``; ``"[MASK]"`` written in the text is text, not the token."""
         tokens = []
         for word in basic_tokenize(text, self.lowercase):
-            pieces = self._pieces.get(word)
-            if pieces is None:
-                pieces = self.wordpiece_fn(word, self.vocab, "[UNK]", self.max_chars)
-                if self.cache_size:
-                    if len(self._pieces) >= self.cache_size:
-                        self._pieces.clear()
-                    self._pieces[word] = pieces
-            tokens += pieces
+            tokens += self._pieces.remember(word, self._cut)
         return tokens
 
     def convert_tokens_to_ids(self, tokens) -> list[int]:

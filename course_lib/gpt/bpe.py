@@ -40,6 +40,7 @@ from typing import Iterable, Mapping
 import regex
 
 from course_lib import checks
+from course_lib.text.memo import BoundedMemo
 
 GPT2_SPLIT = regex.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
 """GPT-2's rule for cutting text into words before BPE: English contractions, letters, digits and other
@@ -181,7 +182,7 @@ class BPETokenizer:
         self.vocab, self.byte_level = list(vocab), byte_level
         self.ids = {symbol: i for i, symbol in enumerate(self.vocab)}
         self.ranks = {tuple(pair): rank for rank, pair in enumerate(merges)}
-        self._cache: dict[str, list[str]] = {}
+        self._cache = BoundedMemo(2 ** 16)  # word -> its symbols
 
     def split_word(self, word: str) -> list[str]:
         """The subword symbols of one word, at most as many as its characters.
@@ -189,8 +190,10 @@ class BPETokenizer:
         Its characters, then the learned pair of lowest rank merged, leftmost first, until no
         adjacent pair is a learned merge (remembered for the next time the word comes).
         """
-        if word in self._cache:
-            return list(self._cache[word])
+        return list(self._cache.remember(word, self._merged))
+
+    def _merged(self, word: str) -> list[str]:
+        """:meth:`split_word` without the memory."""
         symbols = list(word)
         while len(symbols) > 1:
             ranked = [(self.ranks.get(pair, len(self.ranks)), i) for i, pair in enumerate(zip(symbols, symbols[1:]))]
@@ -198,8 +201,6 @@ class BPETokenizer:
             if rank == len(self.ranks):
                 break
             symbols[i:i + 2] = [symbols[i] + symbols[i + 1]]
-        if len(self._cache) < 2 ** 16:
-            self._cache[word] = list(symbols)
         return symbols
 
     def words(self, text: str) -> list[str]:
