@@ -4,8 +4,9 @@ From the same words (the course's text cut by ``tokenizers``' own Whitespace pre
 byte-level rule), ``train_bpe`` must learn the very merges and vocabulary of ``BpeTrainer``, and
 ``BPETokenizer`` must cut text into the very tokens of its BPE model, on the Lee articles and on hard text
 (Unicode, emoji, runs of white space, numbers, merges whose result is already a symbol). The incremental
-trainer must equal a trainer that recounts every pair after every merge, and the byte level must give
-back any text exactly.
+trainer must equal the plain one that recounts every pair before every merge (``train_bpe_plain``), ps07's
+exercises (``most_frequent_pair``, ``apply_merges``, which the tokenizer runs) must follow the rules by
+hand, and the byte level must give back any text exactly.
 """
 
 from __future__ import annotations
@@ -84,35 +85,83 @@ def test_byte_level_gives_back_any_text(lee):
     assert len(set(alphabet.values())) == 256 and all(s.isprintable() and not s.isspace() for s in alphabet.values())
 
 
-def recounting_trainer(word_counts, vocab_size):
-    """BPE the slow way: every pair counted again after every merge (the same tie rule)."""
-    vocab = sorted(set("".join(word_counts)))
-    ids = {s: i for i, s in enumerate(vocab)}
-    words = {tuple(ids[c] for c in w): n for w, n in word_counts.items()}
-    merges = []
-    while len(vocab) < vocab_size:
-        pairs = Counter()
-        for word, n in words.items():
-            for pair in zip(word, word[1:]):
-                pairs[pair] += n
-        if not pairs:
-            break
-        pair = min(pairs, key=lambda p: (-pairs[p], p))
-        merged = vocab[pair[0]] + vocab[pair[1]]
-        if merged not in ids:
-            ids[merged] = len(vocab)
-            vocab.append(merged)
-        words = {tuple(bpe._merge_word(list(w), pair, ids[merged])): n for w, n in words.items()}
-        merges.append((vocab[pair[0]], vocab[pair[1]]))
-    return vocab, merges
-
-
 @pytest.mark.parametrize("seed", range(6))
-def test_the_incremental_trainer_equals_recounting_every_pair(seed):
+def test_the_incremental_trainer_equals_the_plain_one_that_recounts_every_pair(seed):
     rng = random.Random(seed)
     table = {"".join(rng.choice("aabbc") for _ in range(rng.randrange(1, 9))): rng.randrange(1, 6)
              for _ in range(40)}
-    assert bpe.train_bpe(table, 40) == recounting_trainer(table, 40)
+    assert bpe.train_bpe(table, 40) == bpe.train_bpe_plain(table, 40)
+    assert bpe.train_bpe(table, 12, "xa") == bpe.train_bpe_plain(table, 12, "xa")  # an alphabet, and early stops
+
+
+def test_the_plain_trainer_runs_the_pair_function_it_is_given():
+    calls = []
+
+    def last_pair_of_the_first_word(words, counts):  # another rule: the plain trainer must follow it
+        calls.append(len(words))
+        return None if len(words[0]) < 2 else tuple(words[0][-2:])
+
+    vocab, merges = bpe.train_bpe_plain({"abcd": 1, "dd": 9}, 10, pair_fn=last_pair_of_the_first_word)
+    assert merges == [("c", "d"), ("b", "cd"), ("a", "bcd")] and vocab == list("abcd") + ["cd", "bcd", "abcd"]
+    assert calls == [2, 2, 2, 2]  # called before each merge, and once more to learn that nothing is left
+
+
+def _as_ids(table):
+    """``(vocab, words, counts)``: the words of ``table`` as lists of ids of its sorted alphabet."""
+    vocab = sorted(set("".join(table)))
+    return vocab, [[vocab.index(c) for c in word] for word in table], list(table.values())
+
+
+def test_most_frequent_pair_by_hand():
+    vocab, words, counts = _as_ids({"low": 5, "lower": 2, "newest": 6, "widest": 3})
+    assert bpe.most_frequent_pair(words, counts) == (vocab.index("e"), vocab.index("s"))  # (e, s) and (s, t): 9
+    assert bpe.most_frequent_pair([[0, 0, 0], [1, 2]], [1, 1]) == (0, 0)  # "aaa" holds (a, a) twice
+    assert bpe.most_frequent_pair([[0, 0, 0], [1, 2]], [1, 3]) == (1, 2)  # counts weigh the pairs
+    assert bpe.most_frequent_pair([[0, 0, 0], [1, 2]], [1, 2]) == (0, 0)  # a tie: the smaller pair
+    assert bpe.most_frequent_pair([[3, 4], [2, 9]], [1, 1]) == (2, 9)  # by left id, then right id
+    assert bpe.most_frequent_pair([(5, 1), (2,), (1,), (2, 0)], [1, 1, 1, 1]) == (2, 0)  # (1, 2) crosses words only
+    assert bpe.most_frequent_pair([[7], [3], []], [4, 1, 2]) is None
+    words, counts = [[1, 2, 3], [3, 2]], [2, 1]
+    assert bpe.most_frequent_pair(words, counts) == (1, 2) and words == [[1, 2, 3], [3, 2]] and counts == [2, 1]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_most_frequent_pair_is_the_first_merge_of_train_bpe(seed):
+    rng = random.Random(seed)
+    table = {"".join(rng.choice("abcde") for _ in range(rng.randrange(1, 7))): rng.randrange(1, 4) for _ in range(30)}
+    vocab, words, counts = _as_ids(table)
+    left, right = bpe.most_frequent_pair(words, counts)
+    assert [(vocab[left], vocab[right])] == bpe.train_bpe(table, len(vocab) + 1)[1]
+
+
+def test_apply_merges_by_hand():
+    ranks = {("e", "s"): 0, ("es", "t"): 1, ("l", "o"): 2, ("lo", "w"): 3}
+    word = list("lowest")
+    assert bpe.apply_merges(word, ranks) == ["low", "est"] and word == list("lowest")
+    # lowest rank first, not leftmost first: (b, c) before (a, b), and then (a, bc) is no merge
+    assert bpe.apply_merges(list("abc"), {("a", "b"): 1, ("b", "c"): 0}) == ["a", "bc"]
+    # the leftmost learned pair (b, a) is not the lowest rank: a b first, then b ab
+    assert bpe.apply_merges(list("bab"), {("a", "b"): 0, ("b", "ab"): 1, ("b", "a"): 2}) == ["bab"]
+    # a merge creates a pair of lower rank, which applies next: one pass per rank is not enough
+    assert bpe.apply_merges(list("abc"), {("a", "bc"): 0, ("b", "c"): 1}) == ["abc"]
+    assert bpe.apply_merges(list("aaaa"), {("a", "a"): 0}) == ["aa", "aa"]  # leftmost first: not a, aa, a
+    assert bpe.apply_merges(list("aaa"), {("a", "a"): 0, ("aa", "a"): 1}) == ["aaa"]
+    assert bpe.apply_merges(["x"], {("x", "x"): 0}) == ["x"] and bpe.apply_merges([], {}) == []
+    word = list("abc")
+    same = bpe.apply_merges(word, {})
+    assert same == word and same is not word  # a new list
+
+
+def test_the_tokenizer_applies_the_merges_with_its_merge_fn():
+    vocab, merges = bpe.train_bpe({"low": 5, "lower": 2, "newest": 6, "widest": 3}, 14)
+    seen = []
+
+    def characters(symbols, ranks):  # no merge at all
+        seen.append("".join(symbols))
+        return list(symbols)
+
+    tokenizer = bpe.BPETokenizer(vocab, merges, byte_level=False, merge_fn=characters)
+    assert tokenizer.tokenize("lowest low") == list("lowest") + list("low") and seen == ["lowest", "low"]
 
 
 def test_a_hand_worked_table():

@@ -60,6 +60,12 @@ from course_tools.exercises import BEGIN, find_exercises, owners, solution_noteb
 ANSWERS: dict[str, dict] = {}
 
 
+def mistake(correct: str, old: str, new: str) -> str:
+    """``correct``, an answer of this file, with one piece changed: a mistake (the piece must be in it)."""
+    assert old in correct, old
+    return correct.replace(old, new)
+
+
 def answers(key, correct, wrong):
     ANSWERS[key] = {"correct": correct, "wrong": wrong}
 
@@ -379,11 +385,6 @@ _PROBE_IN_PLACE = """
         return grad"""
 
 
-def _probe_with(old: str, new: str) -> str:
-    """The correct in-place central difference above with one piece changed (a mistake)."""
-    assert old in _PROBE_IN_PLACE, old
-    return _PROBE_IN_PLACE.replace(old, new)
-
 
 answers("vectors.gradcheck.numerical_gradient", correct={
     "index_tuples_in_place": """
@@ -468,12 +469,12 @@ answers("vectors.gradcheck.numerical_gradient", correct={
             x.flat[i] -= 2 * eps
             grad.flat[i] = (plus - f(x)) / (2 * eps)
         return grad""", "in place"),
-    "divides_by_eps": (_probe_with("(plus - minus) / (2 * eps)", "(plus - minus) / eps"), "wrong result"),
-    "forward_difference": (_probe_with("""            x[index] = saved - eps
+    "divides_by_eps": (mistake(_PROBE_IN_PLACE, "(plus - minus) / (2 * eps)", "(plus - minus) / eps"), "wrong result"),
+    "forward_difference": (mistake(_PROBE_IN_PLACE, """            x[index] = saved - eps
             minus = f(x)
             x[index] = saved""", """            x[index] = saved
             minus = f(x)""").replace("(2 * eps)", "eps"), "wrong result"),  # (f(x + eps) - f(x)) / eps
-    "step_fixed_at_1e-6": (_probe_with("saved + eps", "saved + 1e-6").replace("saved - eps", "saved - 1e-6")
+    "step_fixed_at_1e-6": (mistake(_PROBE_IN_PLACE, "saved + eps", "saved + 1e-6").replace("saved - eps", "saved - 1e-6")
                            .replace("(2 * eps)", "2e-6"), "wrong result"),
     "first_axis_only": ("""
         grad = np.zeros(x.shape)
@@ -1000,11 +1001,6 @@ _BEAM = _BEAM_LOOP + """
         return words, total"""
 
 
-def _beam_with(old: str, new: str) -> str:
-    """The correct beam search above with one piece changed (a mistake)."""
-    assert old in _BEAM, old
-    return _BEAM.replace(old, new)
-
 
 answers("attention.decoding.beam_search", correct={
     "python_lists": _BEAM,
@@ -1031,9 +1027,9 @@ answers("attention.decoding.beam_search", correct={
                 finished += list(zip(hypotheses, totals.tolist()))
         return heapq.nlargest(1, finished, key=lambda f: f[1] / len(f[0]) ** alpha)[0]""",
 }, wrong={
-    "no_length_normalisation": (_beam_with("key=lambda f: f[1] / len(f[0]) ** alpha)", "key=lambda f: f[1])"),
+    "no_length_normalisation": (mistake(_BEAM, "key=lambda f: f[1] / len(f[0]) ** alpha)", "key=lambda f: f[1])"),
                                 "wrong result"),
-    "normalised_score_returned": (_beam_with("return words, total", "return words, total / len(words) ** alpha"),
+    "normalised_score_returned": (mistake(_BEAM, "return words, total", "return words, total / len(words) ** alpha"),
                                   "wrong result"),
     "finished_take_no_place": (_BEAM_LOOP + """
             candidates.sort(key=lambda c: -c[0])
@@ -1048,9 +1044,9 @@ answers("attention.decoding.beam_search", correct={
             finished += [(words, total, None) for words, total in live]
         words, total, _ = max(finished, key=lambda f: f[1] / len(f[0]) ** alpha)
         return words, total""", "wrong result"),
-    "states_not_reordered": (_beam_with(  # the states stay in the order of the old beam
+    "states_not_reordered": (mistake(_BEAM,   # the states stay in the order of the old beam
         "            state = None if state is None else state[torch.tensor([k for _, _, k in kept])]\n", ""), None),
-    "live_hypotheses_dropped_at_max_len": (_beam_with(
+    "live_hypotheses_dropped_at_max_len": (mistake(_BEAM, 
         "        else:\n            finished += [(words, total, None) for words, total in live]\n",
         "        if not finished:\n            return [], 0.0\n"), "wrong result"),
 })
@@ -1067,11 +1063,6 @@ _SDPA = """
         weights = torch.softmax(scores, dim=-1)
         return weights @ value, weights"""
 
-
-def _sdpa_with(old: str, new: str) -> str:
-    """The correct attention above with one piece changed (a mistake)."""
-    assert old in _SDPA, old
-    return _SDPA.replace(old, new)
 
 
 answers("transformer.scaled_attention.scaled_dot_product_attention", correct={
@@ -1099,16 +1090,16 @@ answers("transformer.scaled_attention.scaled_dot_product_attention", correct={
         weights = exps / exps.sum(dim=-1, keepdim=True)
         return weights @ value, weights""",
 }, wrong={
-    "no_scale": (_sdpa_with(" / math.sqrt(query.shape[-1])", ""), "wrong result"),
-    "scaled_by_the_number_of_keys": (_sdpa_with("math.sqrt(query.shape[-1])", "math.sqrt(key.shape[-2])"),
+    "no_scale": (mistake(_SDPA, " / math.sqrt(query.shape[-1])", ""), "wrong result"),
+    "scaled_by_the_number_of_keys": (mistake(_SDPA, "math.sqrt(query.shape[-1])", "math.sqrt(key.shape[-2])"),
                                      "wrong result"),
-    "divided_by_hs": (_sdpa_with("math.sqrt(query.shape[-1])", "query.shape[-1]"), "wrong result"),
-    "mask_multiplies_the_scores": (_sdpa_with("scores.masked_fill(~mask, -math.inf)", "scores * mask"),
+    "divided_by_hs": (mistake(_SDPA, "math.sqrt(query.shape[-1])", "query.shape[-1]"), "wrong result"),
+    "mask_multiplies_the_scores": (mistake(_SDPA, "scores.masked_fill(~mask, -math.inf)", "scores * mask"),
                                    "wrong result"),
-    "float_mask_ignored": (_sdpa_with("scores = scores + mask", "pass"), "wrong result"),
-    "softmax_over_the_queries": (_sdpa_with("torch.softmax(scores, dim=-1)", "torch.softmax(scores, dim=-2)"),
+    "float_mask_ignored": (mistake(_SDPA, "scores = scores + mask", "pass"), "wrong result"),
+    "softmax_over_the_queries": (mistake(_SDPA, "torch.softmax(scores, dim=-1)", "torch.softmax(scores, dim=-2)"),
                                  "wrong result"),
-    "weights_through_numpy": (_sdpa_with("weights = torch.softmax(scores, dim=-1)", """s = scores.detach().numpy()
+    "weights_through_numpy": (mistake(_SDPA, "weights = torch.softmax(scores, dim=-1)", """s = scores.detach().numpy()
         e = np.exp(s - s.max(axis=-1, keepdims=True))
         weights = torch.from_numpy(e / e.sum(axis=-1, keepdims=True))"""), "gradient"),
 })
@@ -1134,8 +1125,7 @@ _MHA = """
 
 def _mha_with(old: str, new: str) -> tuple[str, str]:
     """The correct multi-head attention above with one piece changed (a mistake), after part 1's cell."""
-    assert old in _MHA, old
-    return _SDPA_CELL, _MHA.replace(old, new)
+    return _SDPA_CELL, mistake(_MHA, old, new)
 
 
 answers("transformer.multi_head.multi_head_attention", correct={
@@ -1319,11 +1309,6 @@ _CAUSAL = """
         return out @ out_weight.T + out_bias, (k, v)"""
 
 
-def _causal_with(old: str, new: str) -> str:
-    """The correct causal self-attention above with one piece changed (a mistake)."""
-    assert old in _CAUSAL, old
-    return _CAUSAL.replace(old, new)
-
 
 answers("gpt.causal_attention.causal_self_attention", correct={
     "linear_and_chunk": _CAUSAL,
@@ -1347,14 +1332,14 @@ answers("gpt.causal_attention.causal_self_attention", correct={
                 for h in range(num_heads)]
         return torch.cat(outs, dim=-1) @ out_weight.T + out_bias, (k, v)""",
 }, wrong={
-    "mask_without_the_cache_offset": (_causal_with(".tril(diagonal=past)", ".tril(diagonal=0)"), "wrong result"),
-    "no_mask_when_there_is_a_cache": (_causal_with("out, _ = attention_fn(q, k, v, mask)",
+    "mask_without_the_cache_offset": (mistake(_CAUSAL, ".tril(diagonal=past)", ".tril(diagonal=0)"), "wrong result"),
+    "no_mask_when_there_is_a_cache": (mistake(_CAUSAL, "out, _ = attention_fn(q, k, v, mask)",
                                                    "out, _ = attention_fn(q, k, v, None if cache is not None else mask)"),
                                       "wrong result"),
-    "new_positions_before_the_cache": (_causal_with("torch.cat([cache[0], k], dim=-2), torch.cat([cache[1], v], dim=-2)",
+    "new_positions_before_the_cache": (mistake(_CAUSAL, "torch.cat([cache[0], k], dim=-2), torch.cat([cache[1], v], dim=-2)",
                                                     "torch.cat([k, cache[0]], dim=-2), torch.cat([v, cache[1]], dim=-2)"),
                                        "wrong result"),
-    "only_the_new_keys_returned": (_causal_with("""        if cache is not None:
+    "only_the_new_keys_returned": (mistake(_CAUSAL, """        if cache is not None:
             k, v = torch.cat([cache[0], k], dim=-2), torch.cat([cache[1], v], dim=-2)
         mask = torch.ones(steps, past + steps, dtype=torch.bool).tril(diagonal=past)
         out, _ = attention_fn(q, k, v, mask)""", """        new = (k, v)
@@ -1363,7 +1348,7 @@ answers("gpt.causal_attention.causal_self_attention", correct={
         mask = torch.ones(steps, past + steps, dtype=torch.bool).tril(diagonal=past)
         out, _ = attention_fn(q, k, v, mask)
         k, v = new"""), "wrong result"),
-    "output_through_numpy": (_causal_with("out = out.transpose(1, 2).reshape(batch, steps, width)",
+    "output_through_numpy": (mistake(_CAUSAL, "out = out.transpose(1, 2).reshape(batch, steps, width)",
                                           "out = torch.from_numpy(out.transpose(1, 2).reshape(batch, steps, width)"
                                           ".detach().numpy())"), "gradient"),
 })
@@ -1469,11 +1454,6 @@ _GPT_BEAM = """
         return max(finished, key=lambda f: f[1] / len(f[0]) ** alpha)"""
 
 
-def _gpt_beam_with(old: str, new: str) -> str:
-    """The correct beam search above with one piece changed (a mistake)."""
-    assert old in _GPT_BEAM, old
-    return _GPT_BEAM.replace(old, new)
-
 
 answers("gpt.beam.beam_search", correct={
     "python_lists": _GPT_BEAM,
@@ -1501,26 +1481,186 @@ answers("gpt.beam.beam_search", correct={
                 logits, cache = model(tokens.unsqueeze(1), cache)
         return heapq.nlargest(1, finished, key=lambda f: f[1] / len(f[0]) ** alpha)[0]""",
 }, wrong={
-    "cache_not_reordered": (_gpt_beam_with("reorder_cache(cache, rows)", "cache"), None),
-    "whole_sequence_every_step": (_gpt_beam_with("""                    logits, cache = model(torch.tensor([[tokens[-1]] for tokens, _ in live]), reorder_cache(cache, rows))""",
+    "cache_not_reordered": (mistake(_GPT_BEAM, "reorder_cache(cache, rows)", "cache"), None),
+    "whole_sequence_every_step": (mistake(_GPT_BEAM, """                    logits, cache = model(torch.tensor([[tokens[-1]] for tokens, _ in live]), reorder_cache(cache, rows))""",
                                                  """                    logits, _ = model(torch.cat([prompt.expand(len(live), -1),
                                                                  torch.tensor([tokens for tokens, _ in live])], dim=1))"""),
                                   "raised"),  # right values, but the models that insist on the cache refuse it
-    "no_length_normalisation": (_gpt_beam_with("key=lambda f: f[1] / len(f[0]) ** alpha)", "key=lambda f: f[1])"),
+    "no_length_normalisation": (mistake(_GPT_BEAM, "key=lambda f: f[1] / len(f[0]) ** alpha)", "key=lambda f: f[1])"),
                                 "wrong result"),
-    "normalised_score_returned": (_gpt_beam_with("return max(finished, key=lambda f: f[1] / len(f[0]) ** alpha)",
+    "normalised_score_returned": (mistake(_GPT_BEAM, "return max(finished, key=lambda f: f[1] / len(f[0]) ** alpha)",
                                                  "best = max(finished, key=lambda f: f[1] / len(f[0]) ** alpha)\n"
                                                  "        return best[0], best[1] / len(best[0]) ** alpha"), "wrong result"),
-    "finished_take_no_place": (_gpt_beam_with("""                for total, k, w in candidates[:beam_width]:
+    "finished_take_no_place": (mistake(_GPT_BEAM, """                for total, k, w in candidates[:beam_width]:
                     if w == eos:
                         finished.append((live[k][0] + [w], total))
                     else:
                         kept.append((live[k][0] + [w], total, k))""", """                finished += [(live[k][0] + [w], total) for total, k, w in candidates[:beam_width] if w == eos]
                 kept = [(live[k][0] + [w], total, k) for total, k, w in candidates if w != eos][:beam_width]"""),
                                "wrong result"),
-    "live_hypotheses_dropped_at_max_len": (_gpt_beam_with("            else:\n                finished += live\n",
+    "live_hypotheses_dropped_at_max_len": (mistake(_GPT_BEAM, "            else:\n                finished += live\n",
                                                           "            if not finished:\n                return [], 0.0\n"),
                                            "wrong result"),
+})
+
+
+# ps07: byte-pair encoding. most_frequent_pair and apply_merges take plain lists and dicts; their hidden cases hold
+# ties arranged so that every other tie rule (largest, first or last seen, compared as text) picks another pair,
+# pairs that would win across words, counts that outweigh numbers of words, the winner at the end of every word,
+# runs of one symbol, and rank tables where a merge creates a pair of lower rank.
+_PAIR = """
+        totals = {}
+        for word, count in zip(words, counts):
+            for i in range(len(word) - 1):
+                totals[(word[i], word[i + 1])] = totals.get((word[i], word[i + 1]), 0) + count
+        if not totals:
+            return None
+        return min(totals, key=lambda pair: (-totals[pair], pair))"""
+
+
+
+answers("gpt.bpe.most_frequent_pair", correct={
+    "dict_and_min": _PAIR,
+    "counter_of_zips": """
+        from collections import Counter
+        pairs = Counter()
+        for word, count in zip(words, counts):
+            for pair in zip(word, word[1:]):
+                pairs[pair] += count
+        return min(pairs.items(), key=lambda item: (-item[1], item[0]))[0] if pairs else None""",
+    "sorted_then_first": """
+        from collections import defaultdict
+        totals = defaultdict(int)
+        for k in range(len(words)):
+            for left, right in zip(words[k][:-1], words[k][1:]):
+                totals[left, right] += counts[k]
+        ranked = sorted(totals.items(), key=lambda item: (-item[1], item[0]))
+        return tuple(ranked[0][0]) if ranked else None""",
+    "best_count_then_smallest": """
+        totals = {}
+        for word, count in zip(words, counts):
+            for pair in zip(word, word[1:]):
+                totals[pair] = totals.get(pair, 0) + count
+        if not totals:
+            return None
+        best = max(totals.values())
+        return min(pair for pair, total in totals.items() if total == best)""",
+}, wrong={
+    "ties_to_the_largest_pair": (mistake(_PAIR, "return min(totals, key=lambda pair: (-totals[pair], pair))",
+                                            "return max(totals, key=lambda pair: (totals[pair], pair))"), "wrong result"),
+    "ties_to_the_first_seen": (mistake(_PAIR, "return min(totals, key=lambda pair: (-totals[pair], pair))",
+                                          "return max(totals, key=totals.get)"), "wrong result"),
+    "counter_most_common": ("""
+        from collections import Counter
+        pairs = Counter(pair for word, count in zip(words, counts) for pair in zip(word, word[1:]) for _ in range(count))
+        return pairs.most_common(1)[0][0] if pairs else None""", "wrong result"),
+    "ties_to_the_last_seen": ("""
+        totals, best = {}, None
+        for word, count in zip(words, counts):
+            for pair in zip(word, word[1:]):
+                totals[pair] = totals.get(pair, 0) + count
+        for pair, total in totals.items():
+            if best is None or total >= totals[best]:
+                best = pair
+        return best""", "wrong result"),
+    "ties_by_text": (mistake(_PAIR, "return min(totals, key=lambda pair: (-totals[pair], pair))",
+                                "return min(totals, key=lambda pair: (-totals[pair], str(pair)))"), "wrong result"),
+    "ties_by_joined_ids": (mistake(_PAIR, "return min(totals, key=lambda pair: (-totals[pair], pair))",
+                                      "return min(totals, key=lambda pair: (-totals[pair], f'{pair[0]}{pair[1]}'))"),
+                           "wrong result"),
+    "words_run_together": ("""
+        stream = [symbol for word, count in zip(words, counts) for _ in range(count) for symbol in word]
+        totals = {}
+        for pair in zip(stream, stream[1:]):
+            totals[pair] = totals.get(pair, 0) + 1
+        return min(totals, key=lambda pair: (-totals[pair], pair)) if totals else None""", "wrong result"),
+    "counts_ignored": (mistake(_PAIR, ".get((word[i], word[i + 1]), 0) + count", ".get((word[i], word[i + 1]), 0) + 1"),
+                       "wrong result"),
+    "each_word_counted_once_per_pair": ("""
+        totals = {}
+        for word, count in zip(words, counts):
+            for pair in set(zip(word, word[1:])):
+                totals[pair] = totals.get(pair, 0) + count
+        return min(totals, key=lambda pair: (-totals[pair], pair)) if totals else None""", "wrong result"),
+    "last_pair_lost": (mistake(_PAIR, "for i in range(len(word) - 1):", "for i in range(len(word) - 2):"), "wrong result"),
+    "runs_counted_without_overlap": ("""
+        totals = {}
+        for word, count in zip(words, counts):
+            i = 0
+            while i < len(word) - 1:
+                pair = (word[i], word[i + 1])
+                totals[pair] = totals.get(pair, 0) + count
+                i += 2 if word[i] == word[i + 1] else 1
+        return min(totals, key=lambda pair: (-totals[pair], pair)) if totals else None""", "wrong result"),
+    "empty_table_raises": (mistake(_PAIR, """        if not totals:
+            return None
+""", ""), "raised"),
+})
+
+
+_MERGES = """
+        merged = list(symbols)
+        while len(merged) > 1:
+            best = None
+            for i in range(len(merged) - 1):
+                rank = ranks.get((merged[i], merged[i + 1]))
+                if rank is not None and (best is None or rank < best[0]):
+                    best = (rank, i)
+            if best is None:
+                break
+            i = best[1]
+            merged = merged[:i] + [merged[i] + merged[i + 1]] + merged[i + 2:]
+        return merged"""
+
+
+
+answers("gpt.bpe.apply_merges", correct={
+    "explicit_loop": _MERGES,
+    "min_over_positions": """
+        merged = list(symbols)
+        while len(merged) > 1:
+            i = min(range(len(merged) - 1), key=lambda j: (ranks.get((merged[j], merged[j + 1]), math.inf), j))
+            if (merged[i], merged[i + 1]) not in ranks:
+                break
+            merged[i:i + 2] = [merged[i] + merged[i + 1]]
+        return merged""",
+    "sorted_candidates": """
+        merged = [s for s in symbols]
+        while True:
+            candidates = sorted((ranks[pair], i) for i, pair in enumerate(zip(merged, merged[1:])) if pair in ranks)
+            if not candidates:
+                return merged
+            i = candidates[0][1]
+            merged = merged[:i] + ["".join(merged[i:i + 2])] + merged[i + 2:]""",
+}, wrong={
+    "leftmost_learned_pair": (mistake(_MERGES, "if rank is not None and (best is None or rank < best[0]):",
+                                           "if rank is not None and best is None:"), "wrong result"),
+    "highest_rank_first": (mistake(_MERGES, "if rank is not None and (best is None or rank < best[0]):",
+                                        "if rank is not None and (best is None or rank > best[0]):"), "wrong result"),
+    "rightmost_occurrence": (mistake(_MERGES, "if rank is not None and (best is None or rank < best[0]):",
+                                          "if rank is not None and (best is None or rank <= best[0]):"), "wrong result"),
+    "each_rank_once": ("""
+        merged = list(symbols)
+        for left, right in sorted(ranks, key=ranks.get):
+            out, i = [], 0
+            while i < len(merged):
+                if i + 1 < len(merged) and merged[i] == left and merged[i + 1] == right:
+                    out.append(left + right)
+                    i += 2
+                else:
+                    out.append(merged[i])
+                    i += 1
+            merged = out
+        return merged""", "wrong result"),
+    "last_pair_lost": (mistake(_MERGES, "for i in range(len(merged) - 1):", "for i in range(len(merged) - 2):"),
+                       "wrong result"),
+    "merged_in_place": (mistake(_MERGES, """            merged = merged[:i] + [merged[i] + merged[i + 1]] + merged[i + 2:]""",
+                                     """            merged[i:i + 2] = [merged[i] + merged[i + 1]]""")
+                        .replace("merged = list(symbols)", "merged = symbols"), "in place"),
+    "one_merge_only": (mistake(_MERGES, """            merged = merged[:i] + [merged[i] + merged[i + 1]] + merged[i + 2:]
+        return merged""", """            merged = merged[:i] + [merged[i] + merged[i + 1]] + merged[i + 2:]
+            break
+        return merged"""), "wrong result"),
 })
 
 
@@ -1545,11 +1685,6 @@ _WORDPIECE = """
             start = end
         return pieces"""
 
-
-def _wordpiece_with(old: str, new: str) -> str:
-    """The correct WordPiece above with one piece changed (a mistake)."""
-    assert old in _WORDPIECE, old
-    return _WORDPIECE.replace(old, new)
 
 
 answers("bert.wordpiece.wordpiece_word", correct={
@@ -1610,15 +1745,15 @@ answers("bert.wordpiece.wordpiece_word", correct={
             pieces.append(("##" if start else "") + word[start:end])
             start = end
         return pieces""", "wrong result"),
-    "unknown_piece_only": (_wordpiece_with("""            if end == start:
+    "unknown_piece_only": (mistake(_WORDPIECE, """            if end == start:
                 return [unk_token]""", """            if end == start:
                 return pieces + [unk_token]"""), "wrong result"),
-    "max_chars_off_by_one": (_wordpiece_with("if len(word) > max_chars:", "if len(word) >= max_chars:"), "wrong result"),
-    "hashes_on_every_piece": (_wordpiece_with('while end > start and ("##" if start else "") + word[start:end] not in vocab:',
+    "max_chars_off_by_one": (mistake(_WORDPIECE, "if len(word) > max_chars:", "if len(word) >= max_chars:"), "wrong result"),
+    "hashes_on_every_piece": (mistake(_WORDPIECE, 'while end > start and ("##" if start else "") + word[start:end] not in vocab:',
                                               'while end > start and "##" + word[start:end] not in vocab:')
                               .replace('pieces.append(("##" if start else "") + word[start:end])',
                                        'pieces.append("##" + word[start:end])'), "wrong result"),
-    "empty_word_is_unknown": (_wordpiece_with("if len(word) > max_chars:", "if not word or len(word) > max_chars:"),
+    "empty_word_is_unknown": (mistake(_WORDPIECE, "if len(word) > max_chars:", "if not word or len(word) > max_chars:"),
                               "wrong result"),
     "backtracks": ("""
         if len(word) > max_chars:
@@ -1682,11 +1817,6 @@ _BERT_ATTENTION = """
         return merge_heads(used @ v), weights"""
 
 
-def _bert_attention_with(old: str, new: str) -> str:
-    """The correct BERT self-attention above with one piece changed (a mistake)."""
-    assert old in _BERT_ATTENTION, old
-    return _BERT_ATTENTION.replace(old, new)
-
 
 answers("bert.self_attention.bert_self_attention", correct={
     "split_heads_and_masked_fill": _BERT_ATTENTION,
@@ -1716,22 +1846,22 @@ answers("bert.self_attention.bert_self_attention", correct={
         used = weights if dropout is None else dropout(weights)
         return torch.cat([used[:, h] @ v[..., h * size:(h + 1) * size] for h in range(num_heads)], dim=-1), weights""",
 }, wrong={
-    "padding_on_the_queries": (_bert_attention_with("~padding[:, None, None, :]", "~padding[:, None, :, None]"),
+    "padding_on_the_queries": (mistake(_BERT_ATTENTION, "~padding[:, None, None, :]", "~padding[:, None, :, None]"),
                                "wrong result"),
-    "no_scaling": (_bert_attention_with(" / math.sqrt(q.shape[-1])", ""), "wrong result"),
-    "dropped_weights_returned": (_bert_attention_with("return merge_heads(used @ v), weights",
+    "no_scaling": (mistake(_BERT_ATTENTION, " / math.sqrt(q.shape[-1])", ""), "wrong result"),
+    "dropped_weights_returned": (mistake(_BERT_ATTENTION, "return merge_heads(used @ v), weights",
                                                       "return merge_heads(used @ v), used"), "wrong result"),
-    "dropout_ignored": (_bert_attention_with("used = weights if dropout is None else dropout(weights)", "used = weights"),
+    "dropout_ignored": (mistake(_BERT_ATTENTION, "used = weights if dropout is None else dropout(weights)", "used = weights"),
                         "wrong result"),
-    "padding_set_to_minus_ten_thousand": (_bert_attention_with("-math.inf", "-1e4"), "wrong result"),
-    "minus_ten_thousand_added_to_padding": (_bert_attention_with(
+    "padding_set_to_minus_ten_thousand": (mistake(_BERT_ATTENTION, "-math.inf", "-1e4"), "wrong result"),
+    "minus_ten_thousand_added_to_padding": (mistake(_BERT_ATTENTION, 
         "scores = scores.masked_fill(~padding[:, None, None, :], -math.inf)",
         "scores = scores - 1e4 * (~padding[:, None, None, :]).to(scores.dtype)"), "wrong result"),
-    "heads_without_a_transpose": (_bert_attention_with(
+    "heads_without_a_transpose": (mistake(_BERT_ATTENTION, 
         "q, k, v = (split_heads(x @ w.T + b, num_heads) for w, b in ((w_q, b_q), (w_k, b_k), (w_v, b_v)))",
         "q, k, v = ((x @ w.T + b).reshape(x.shape[0], num_heads, x.shape[1], -1) for w, b in ((w_q, b_q), (w_k, b_k), "
         "(w_v, b_v)))"), "wrong result"),
-    "softmax_over_the_queries": (_bert_attention_with("torch.softmax(scores, dim=-1)", "torch.softmax(scores, dim=-2)"),
+    "softmax_over_the_queries": (mistake(_BERT_ATTENTION, "torch.softmax(scores, dim=-1)", "torch.softmax(scores, dim=-2)"),
                                  "wrong result"),
 })
 
@@ -1764,11 +1894,6 @@ _MLM = """
         inputs = torch.where(chosen & (fate >= 0.8) & (fate < 0.9), random_tokens, inputs)
         return inputs, torch.where(chosen, ids, torch.full_like(ids, IGNORE))"""
 
-
-def _mlm_with(old: str, new: str) -> str:
-    """The correct masking above with one piece changed (a mistake)."""
-    assert old in _MLM, old
-    return _MLM.replace(old, new)
 
 
 answers("bert.masking.mlm_mask", correct={
@@ -1813,19 +1938,19 @@ answers("bert.masking.mlm_mask", correct={
 }, wrong={
     "ignores_the_generator": ("\n        generator = torch.Generator().manual_seed(0)  # its own, whatever it is given"
                               + _MLM, "another seed"),
-    "mask_and_random_swapped": (_mlm_with("(fate < 0.8), torch.full_like(ids, mask_id)", "(fate < 0.1), torch.full_like(ids, mask_id)")
+    "mask_and_random_swapped": (mistake(_MLM, "(fate < 0.8), torch.full_like(ids, mask_id)", "(fate < 0.1), torch.full_like(ids, mask_id)")
                                 .replace("(fate >= 0.8) & (fate < 0.9)", "(fate >= 0.1) & (fate < 0.9)"), "wrong result"),
-    "specials_may_be_chosen": (_mlm_with("< probability) & ~special", "< probability)"), "wrong result"),
-    "labels_are_the_inputs": (_mlm_with("return inputs, torch.where(chosen, ids, torch.full_like(ids, IGNORE))",
+    "specials_may_be_chosen": (mistake(_MLM, "< probability) & ~special", "< probability)"), "wrong result"),
+    "labels_are_the_inputs": (mistake(_MLM, "return inputs, torch.where(chosen, ids, torch.full_like(ids, IGNORE))",
                                         "return inputs, torch.where(chosen, inputs, torch.full_like(ids, IGNORE))"),
                               "wrong result"),
-    "random_tokens_from_the_whole_vocabulary": (_mlm_with("allowed[torch.randint(len(allowed), ids.shape, generator=generator)]",
+    "random_tokens_from_the_whole_vocabulary": (mistake(_MLM, "allowed[torch.randint(len(allowed), ids.shape, generator=generator)]",
                                                           "torch.randint(vocab_size, ids.shape, generator=generator)"),
                                                 "wrong result"),
-    "random_tokens_from_the_batch": (_mlm_with("allowed[torch.randint(len(allowed), ids.shape, generator=generator)]",
+    "random_tokens_from_the_batch": (mistake(_MLM, "allowed[torch.randint(len(allowed), ids.shape, generator=generator)]",
                                                "ids.flatten()[torch.randint(ids.numel(), ids.shape, generator=generator)]"),
                                      "wrong result"),
-    "labels_everywhere": (_mlm_with("return inputs, torch.where(chosen, ids, torch.full_like(ids, IGNORE))",
+    "labels_everywhere": (mistake(_MLM, "return inputs, torch.where(chosen, ids, torch.full_like(ids, IGNORE))",
                                     "return inputs, ids.clone()"), "wrong result"),
     "global_generator": (_MLM.replace(", generator=generator)", ")"), "same arguments"),
     "every_seventh_position": ("""
@@ -1838,15 +1963,15 @@ answers("bert.masking.mlm_mask", correct={
         inputs = torch.where(chosen & (turn < 8), mask_id, ids)
         inputs = torch.where(chosen & (turn == 8), allowed[order % len(allowed)], inputs)
         return inputs, torch.where(chosen, ids, -100)""", "pattern"),
-    "fates_dealt_in_turn": (_mlm_with("inputs = torch.where(chosen & (fate < 0.8)",
+    "fates_dealt_in_turn": (mistake(_MLM, "inputs = torch.where(chosen & (fate < 0.8)",
                                       "fate = (torch.cumsum(chosen.flatten().long(), 0).view(ids.shape) % 10) / 10\n"
                                       "        inputs = torch.where(chosen & (fate < 0.8)"), "pattern"),
-    "random_token_never_the_original": (_mlm_with(
+    "random_token_never_the_original": (mistake(_MLM, 
         "random_tokens = allowed[torch.randint(len(allowed), ids.shape, generator=generator)]",
         "others = torch.randint(len(allowed) - 1, ids.shape, generator=generator)  # every allowed id but the original\n"
         "        others = others + (others >= torch.searchsorted(allowed, ids)).long()\n"
         "        random_tokens = allowed[others.clamp(max=len(allowed) - 1)]"), "random token"),
-    "every_chosen_position_masked": (_mlm_with("(fate < 0.8), torch.full_like(ids, mask_id)",
+    "every_chosen_position_masked": (mistake(_MLM, "(fate < 0.8), torch.full_like(ids, mask_id)",
                                                "(fate < 2), torch.full_like(ids, mask_id)"), "[MASK]"),
     "ids_changed_in_place": ("""
         special = special_token_mask(ids, special_ids)
@@ -2094,11 +2219,11 @@ more_wrong("attention.seq2seq.attention_decoder_step", {
 more_wrong("attention.decoding.beam_search", {
     # when a finished hypothesis ranks above a live one, the first len(live) parents of the top beam_width are not
     # the live ones' own: a live hypothesis continues from another's state
-    "wrong_state_rows": (_beam_with("state[torch.tensor([k for _, _, k in kept])]",
+    "wrong_state_rows": (mistake(_BEAM, "state[torch.tensor([k for _, _, k in kept])]",
                                     "state[torch.tensor([k for _, k, _ in candidates[:len(kept)]])]"), "wrong result"),
 })
 more_wrong("transformer.scaled_attention.scaled_dot_product_attention", {
-    "bool_mask_inverted": (_sdpa_with("scores.masked_fill(~mask, -math.inf)", "scores.masked_fill(mask, -math.inf)"),
+    "bool_mask_inverted": (mistake(_SDPA, "scores.masked_fill(~mask, -math.inf)", "scores.masked_fill(mask, -math.inf)"),
                            "wrong result"),
 })
 more_wrong("transformer.multi_head.multi_head_attention", {
@@ -2144,7 +2269,7 @@ more_wrong("transformer.blocks.pre_ln_encoder_block", {
         return x + block.feed_forward(block.norm2(x))""", "in place"),
 })
 more_wrong("gpt.causal_attention.causal_self_attention", {
-    "heads_without_transpose": (_causal_with("return block.reshape(batch, steps, num_heads, size).transpose(1, 2)",
+    "heads_without_transpose": (mistake(_CAUSAL, "return block.reshape(batch, steps, num_heads, size).transpose(1, 2)",
                                              "return block.reshape(batch, num_heads, steps, size)"), "wrong result"),
 })
 more_wrong("gpt.filters.temperature_top_k", {
@@ -2164,7 +2289,7 @@ more_wrong("gpt.filters.top_p_filter", {
 more_wrong("gpt.beam.beam_search", {
     # the issue's bug: when a finished hypothesis ranks above a live one, the first len(live) parents of the top
     # beam_width are not the live ones' own, and a live hypothesis continues from another's keys and values
-    "wrong_cache_rows": (_gpt_beam_with("rows = torch.tensor([parent for _, _, parent in kept])",
+    "wrong_cache_rows": (mistake(_GPT_BEAM, "rows = torch.tensor([parent for _, _, parent in kept])",
                                         "rows = torch.tensor([parent for _, parent, _ in candidates[:len(kept)]])"),
                          "wrong result"),
 })
@@ -2444,6 +2569,21 @@ BUG_CLASSES: dict[str, dict[str, list[str]]] = {
         "finished hypotheses take no place in the beam": ["finished_take_no_place"],
         "live hypotheses dropped at the end": ["live_hypotheses_dropped_at_max_len"],
         "the prompt changed in place": [IN_PLACE]},
+    "gpt.bpe.most_frequent_pair": {
+        "ties broken another way (largest, first or last seen, as text)": [
+            "ties_to_the_largest_pair", "ties_to_the_first_seen", "counter_most_common", "ties_to_the_last_seen",
+            "ties_by_text", "ties_by_joined_ids"],
+        "pairs counted across word boundaries": ["words_run_together"],
+        "counts ignored, or a pair counted once per word": ["counts_ignored", "each_word_counted_once_per_pair"],
+        "the end of a word lost, or runs counted without overlap": ["last_pair_lost", "runs_counted_without_overlap"],
+        "no pair at all: an error instead of None": ["empty_table_raises"],
+        "the words changed in place": [IN_PLACE]},
+    "gpt.bpe.apply_merges": {
+        "merges in the wrong order (leftmost learned pair, highest rank, each rank once)": [
+            "leftmost_learned_pair", "highest_rank_first", "each_rank_once"],
+        "the rightmost occurrence first": ["rightmost_occurrence"],
+        "the end of the word lost, or one merge only": ["last_pair_lost", "one_merge_only"],
+        "the symbols merged in place": ["merged_in_place", IN_PLACE]},
     "bert.wordpiece.wordpiece_word": {
         "a library's WordPiece": ["tokenizers_wordpiece"],
         "another matching (shortest first, backtracking)": ["shortest_match_first", "backtracks"],
@@ -2577,6 +2717,11 @@ def _writes_into_an_input(reference):
             if isinstance(arg, list) and arg and isinstance(arg[0], np.ndarray):
                 arg[0].flat[0] += 1
                 break
+        else:  # plain lists only (BPE's words and symbols): one more element in the first list
+            for arg in args:
+                if isinstance(arg, list):
+                    arg.append(arg[0] if arg else 0)
+                    break
         return result
     return answer
 

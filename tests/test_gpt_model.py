@@ -579,18 +579,21 @@ def test_warmup_cosine_at_known_steps():
 
 # ---------------------------------------------------------------- window_perplexity
 
-def brute_force_perplexity(model, ids, context: int, stride: int, batch_size: int) -> float:
-    """Every prediction on its own: input ``j`` of a row reads the window that scores it."""
+def brute_force_losses(model, ids, context: int, stride: int, batch_size: int) -> np.ndarray:
+    """``(B, N // B - 1)``: every prediction on its own, input ``j`` of a row reading the window that scores it."""
     rows = batchify(ids, batch_size)
-    total, count = 0.0, 0
-    for row in rows:
+    losses = np.zeros((rows.shape[0], rows.shape[1] - 1))
+    for b, row in enumerate(rows):
         for j in range(rows.shape[1] - 1):
             start = stride * max(0, (j - context + stride) // stride)
             assert j - start < context and j - start + 1 >= min(j + 1, context - stride + 1)
             logits, _ = model(row[start:j + 1][None])
-            total -= torch.log_softmax(logits[0, -1].double(), dim=-1)[row[j + 1]].item()
-            count += 1
-    return math.exp(total / count)
+            losses[b, j] = -torch.log_softmax(logits[0, -1].double(), dim=-1)[row[j + 1]].item()
+    return losses
+
+
+def brute_force_perplexity(model, ids, context: int, stride: int, batch_size: int) -> float:
+    return math.exp(brute_force_losses(model, ids, context, stride, batch_size).mean())
 
 
 class Stateless(nn.Module):
@@ -641,6 +644,32 @@ def test_window_perplexity_scores_the_targets_of_evaluate_perplexity():
     with pytest.raises(ValueError, match="stride = 9 must not exceed the context of 8"):
         gpt_training.window_perplexity(model, ids, stride=9)
 
+
+
+@pytest.mark.parametrize("context, stride, batch_size", [(8, 3, 3), (8, 1, 2), (6, 4, 1)])
+def test_window_losses_score_every_target_once_in_the_window_that_scores_it(context, stride, batch_size):
+    model = make_gpt(seed=30, dtype=torch.float64, context=8)
+    ids = np.asarray(ids_of(1, 61, seed=31)[0])
+    got = gpt_training.window_losses(model, ids, context=context, stride=stride, batch_size=batch_size,
+                                     windows_per_batch=2)
+    assert got.shape == (batch_size, len(ids) // batch_size - 1) and got.dtype == torch.float64
+    np.testing.assert_allclose(got.numpy(), brute_force_losses(model, ids, context, stride, batch_size), rtol=1e-10)
+
+
+def test_bits_per_character_divides_the_bits_by_the_characters_the_targets_stand_for():
+    model = make_gpt(seed=32, dtype=torch.float64, context=8)
+    ids = np.asarray(ids_of(1, 70, seed=33)[0])  # 70 ids in 3 rows of 23: the last id is not scored
+    ones = np.ones(len(ids), dtype=np.int64)
+    assert gpt_training.bits_per_character(model, ids, ones, batch_size=3) == \
+        pytest.approx(math.log2(gpt_training.window_perplexity(model, ids, batch_size=3)), rel=1e-10)
+    lengths = np.random.default_rng(34).integers(0, 5, len(ids))  # characters per token, 0 for a partial one
+    losses = brute_force_losses(model, ids, 8, 4, 3)
+    scored = lengths[:69].reshape(3, 23)[:, 1:]  # the characters of the targets, row by row
+    assert gpt_training.bits_per_character(model, ids, lengths, batch_size=3) == \
+        pytest.approx(losses.sum() / math.log(2) / scored.sum(), rel=1e-10)
+    for bad in (ones[:-1], -ones, ones.astype(float)):
+        with pytest.raises(ValueError, match="characters must hold one integer count >= 0 per id"):
+            gpt_training.bits_per_character(model, ids, bad, batch_size=3)
 
 # ---------------------------------------------------------------- train_gpt and train_language_model
 

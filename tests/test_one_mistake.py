@@ -5,7 +5,7 @@ Each variant is graded by the grader's own graded run (:func:`course_tools.gradi
 :mod:`course_tools.in_sandbox.probe_runner`: a fresh process per test cell, the scaffolds of
 :mod:`course_tools.grading.scaffolds` in place of the other exercises a function calls) in the assignment's
 student edition, without the sandbox (whose walls are tested in test_sandbox and test_redteam) and
-without nbgrader (whose recording of the same verdicts test_grading checks), so that all 37 mistakes
+without nbgrader (whose recording of the same verdicts test_grading checks), so that all 39 mistakes
 take seconds. Verdicts are the grader's: :func:`course_tools.grading.verdicts.judge` on the answer keys.
 """
 
@@ -65,6 +65,9 @@ MISTAKES = {
     ("ps07_gpt", "temperature_top_k"): ("scaled < kth", "scaled <= kth"),  # drops the k-th too
     ("ps07_gpt", "top_p_filter"): ("before = ordered.cumsum(dim=-1) - ordered", "before = ordered.cumsum(dim=-1)"),
     ("ps07_gpt", "beam_search"): ("reorder_cache(cache, parents)", "cache"),  # caches not reordered
+    ("ps07_gpt", "most_frequent_pair"): ("min(totals, key=lambda pair: (-totals[pair], pair))",
+                                         "max(totals, key=totals.get)"),  # a tie goes to the pair seen first
+    ("ps07_gpt", "apply_merges"): ("_, i = min(found)", "_, i = found[0]"),  # the leftmost learned pair first
     ("ps08_bert", "wordpiece_word"): ('"##" + word[start:end]', "word[start:end]"),  # no ## on later pieces
     ("ps08_bert", "bert_embeddings"): (" + position_weight[positions]", ""),  # no positions
     ("ps08_bert", "bert_self_attention"): ("(q / math.sqrt(q.shape[-1]))", "q"),  # not scaled

@@ -277,6 +277,11 @@ STAND_IN_ANSWERS = {  # what answers an exercise with the course's own code: (so
         "torch.eye(2), torch.zeros(2), 1, cache, 0, 0)\n",
         ATTENTION_NAMES, scaffolds.stand_ins("ps07_gpt", "causal_self_attention"),
         "course_lib.gpt.causal_attention._attend_with_kv_cache"),
+    # ps07: most_frequent_pair by the first merge of course_lib's incremental BPE trainer, which is no exercise
+    "BPE trainer": (
+        "from course_lib.gpt.bpe import train_bpe\n"
+        "def f(x):\n    return train_bpe({'abab': 2, 'ba': 1}, 3)[1][0]\n",
+        {"BpeTrainer"}, scaffolds.stand_ins("ps07_gpt", "most_frequent_pair"), "course_lib.gpt.bpe.train_bpe"),
 }
 
 
@@ -285,6 +290,8 @@ def test_the_grader_names_the_course_s_stand_ins_for_each_exercise():
                                                                   "course_lib.recurrent.fused_lstm:_LSTMLayer"}
     assert set(scaffolds.stand_ins("ps07_gpt", "causal_self_attention")) == {
         "course_lib.testing:PlainCausalAttention", "course_lib.gpt.causal_attention:_attend_with_kv_cache"}
+    assert scaffolds.stand_ins("ps07_gpt", "most_frequent_pair") == ("course_lib.gpt.bpe:train_bpe",)
+    assert scaffolds.stand_ins("ps07_gpt", "apply_merges") == ()  # BPETokenizer applies the merges with apply_merges
 
 
 @pytest.mark.parametrize("source, names, stand_ins, refused", list(STAND_IN_ANSWERS.values()), ids=list(STAND_IN_ANSWERS))

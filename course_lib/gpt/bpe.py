@@ -10,15 +10,15 @@ merge whose result is already a symbol adds no new one). Ties between equally fr
 pairs go to the pair of smallest numbers (left symbol, then right): the rule of the
 ``tokenizers`` library's ``BpeTrainer``, so that the merges here are its merges.
 
-Cost: counting all pairs once costs ``O(N)`` for the ``N`` symbols of the table. A merge
-then changes only the words that hold its pair (an index from each pair to those
-words), and the most frequent pair is kept in a heap whose stale entries are corrected
-when they reach the top, so a merge costs what those words cost, not another pass over
-the table.
+Cost: counting all pairs once costs ``O(N)`` for the ``N`` symbols of the table. Recounting
+before every merge (:func:`train_bpe_plain`, with :func:`most_frequent_pair`) costs ``O(N)`` a
+merge; :func:`train_bpe` instead changes only the words that hold the merged pair (an index from
+each pair to those words) and keeps the most frequent pair in a heap whose stale entries are
+corrected when they reach the top, so a merge costs what those words cost.
 
-**Applying** the merges to a word: split it into its characters, then merge, again and
-again, the adjacent pair that was learned first (the lowest rank), leftmost first, until no
-adjacent pair is a learned merge.
+**Applying** the merges to a word (:func:`apply_merges`): split it into its characters, then
+merge, again and again, the adjacent pair that was learned first (the lowest rank), leftmost
+first, until no adjacent pair is a learned merge.
 
 **Byte level** (GPT-2, Radford et al., 2019): text is cut into words by a regular expression
 (letters, digits, other characters, white space; a word keeps the space before it), each
@@ -102,11 +102,116 @@ def _merge_word(word: list[int], pair: tuple[int, int], new: int) -> list[int]:
     return out
 
 
+def _checked_table(word_counts: Mapping[str, int]) -> tuple[list[str], list[int]]:
+    """The words of ``word_counts`` and their counts, after checking them (non-empty str, positive int)."""
+    words, counts = [], []
+    for word, count in word_counts.items():
+        if not isinstance(word, str) or not word:
+            raise ValueError(f"every word must be a non-empty str, got {word!r}")
+        words.append(word)
+        counts.append(checks.positive_int(count, f"the count of {word!r}"))
+    return words, counts
+
+
+def _numbered(words: list[str], alphabet: Iterable[str]) -> tuple[list[str], dict[str, int], list[list[int]]]:
+    """``(vocab, ids, sequences)``: the alphabet sorted by code point, each symbol's id, each word as ids."""
+    vocab = sorted(set("".join(words)) | set(alphabet))
+    ids = {symbol: i for i, symbol in enumerate(vocab)}
+    return vocab, ids, [[ids[c] for c in word] for word in words]
+
+
+def _learn(vocab: list[str], ids: dict[str, int], merges: list, pair: tuple[int, int]) -> int:
+    """Record the merge of ``pair``; return the id of its result, a new symbol unless it already is one."""
+    merged = vocab[pair[0]] + vocab[pair[1]]
+    if merged not in ids:
+        ids[merged] = len(vocab)
+        vocab.append(merged)
+    merges.append((vocab[pair[0]], vocab[pair[1]]))
+    return ids[merged]
+
+
+def check_word_ids(words, counts) -> None:
+    """Raise unless ``words`` is a list of lists (or tuples) of int ids, ``counts`` as many positive ints. Chapter 7."""
+    if not isinstance(words, (list, tuple)) or not all(
+            isinstance(w, (list, tuple)) and all(isinstance(i, int) and not isinstance(i, bool) for i in w)
+            for w in words):
+        raise TypeError("words must be a list of words, each a list (or tuple) of int symbol ids")
+    if not isinstance(counts, (list, tuple)) or len(counts) != len(words):
+        raise ValueError(f"counts must hold one count per word, {len(words)}, got {counts!r}")
+    for count in counts:
+        checks.positive_int(count, "every count")
+
+
+def most_frequent_pair(words, counts):
+    """The most frequent pair of adjacent symbols in a table of words, or ``None``: one step of learning BPE.
+
+    Every pair of adjacent symbols inside a word counts once per occurrence (``"aaa"`` holds
+    ``(a, a)`` twice), weighted by its word's count: ``count(l, r) = sum_w counts[w] * #(l, r in w)``.
+    Pairs never cross from one word to the next. The pair of largest count wins; a tie goes to the
+    smallest pair, left id first, then right id (``min`` over ``(-count, pair)``), the rule of
+    :func:`train_bpe`. The arguments are not modified. Chapter 7, exercise of ps07.
+
+    Args:
+        words: ``N`` words, each a list (or tuple) of symbol ids (ints).
+        counts: ``N`` positive ints, the count of each word.
+
+    Returns:
+        ``(left, right)``, a tuple of two symbol ids; ``None`` when no word has two symbols.
+    """
+    check_word_ids(words, counts)
+    ### BEGIN SOLUTION
+    totals = {}
+    for word, count in zip(words, counts):
+        for i in range(len(word) - 1):
+            pair = (word[i], word[i + 1])
+            totals[pair] = totals.get(pair, 0) + count
+    if not totals:
+        return None
+    return min(totals, key=lambda pair: (-totals[pair], pair))
+    ### END SOLUTION
+
+
+def train_bpe_plain(word_counts: Mapping[str, int], vocab_size: int, alphabet: Iterable[str] = (),
+                    pair_fn=most_frequent_pair):
+    """Learn :func:`train_bpe`'s merges the plain way, counting every pair again before each merge.
+
+    Chapter 7. Sennrich et al.'s loop as written: ``pair_fn`` (:func:`most_frequent_pair`) finds
+    the most frequent pair over the whole table, every word has it merged (left to right), and
+    again, until the vocabulary holds ``vocab_size`` symbols or no word has two symbols left. The
+    numbering, the tie rule and the reuse of a result that is already a symbol are
+    :func:`train_bpe`'s, so it returns the same ``(vocab, merges)``. Cost: each merge recounts all
+    ``N`` symbols of the table, ``O(merges x N)`` in all, where :func:`train_bpe` pays only for the
+    words a merge changes: use it on hand-sized tables (or to run a student's ``pair_fn``).
+
+    Args:
+        word_counts: ``{word: count}``, as for :func:`train_bpe`.
+        vocab_size: ``V``, the size of the vocabulary to learn (the alphabet included).
+        alphabet: characters to include even if no word holds them.
+        pair_fn: ``(words, counts) -> (left, right)`` ids of the pair to merge, or ``None``.
+
+    Returns:
+        ``(vocab, merges)`` as :func:`train_bpe` returns them.
+    """
+    vocab_size = checks.positive_int(vocab_size, "vocab_size")
+    words, counts = _checked_table(word_counts)
+    vocab, ids, sequences = _numbered(words, alphabet)
+    merges = []
+    while len(vocab) < vocab_size:
+        pair = pair_fn(sequences, counts)  # a pass over the whole table
+        if pair is None:
+            break
+        pair = (int(pair[0]), int(pair[1]))
+        new = _learn(vocab, ids, merges, pair)
+        sequences = [_merge_word(sequence, pair, new) for sequence in sequences]
+    return vocab, merges
+
+
 def train_bpe(word_counts: Mapping[str, int], vocab_size: int, alphabet: Iterable[str] = ()):
     """Learn BPE merges from a table of words and their counts, until the vocabulary holds ``vocab_size`` symbols.
 
     Chapter 7. The algorithm, the tie rule and the cost are in this module's docstring.
-    Stops early when no pair is left to merge.
+    Stops early when no pair is left to merge. :func:`train_bpe_plain` learns the same merges by
+    recounting every pair at every merge.
 
     Args:
         word_counts: ``{word: count}``, counts positive integers (a word is a str of at least one character).
@@ -119,15 +224,8 @@ def train_bpe(word_counts: Mapping[str, int], vocab_size: int, alphabet: Iterabl
         list of merged pairs of symbols, ``(left, right)``, in the order they were learned (their rank).
     """
     vocab_size = checks.positive_int(vocab_size, "vocab_size")
-    words, counts = [], []
-    for word, count in word_counts.items():
-        if not isinstance(word, str) or not word:
-            raise ValueError(f"every word must be a non-empty str, got {word!r}")
-        words.append(word)
-        counts.append(checks.positive_int(count, f"the count of {word!r}"))
-    vocab = sorted(set("".join(words)) | set(alphabet))
-    ids = {symbol: i for i, symbol in enumerate(vocab)}
-    sequences = [[ids[c] for c in word] for word in words]
+    words, counts = _checked_table(word_counts)
+    vocab, ids, sequences = _numbered(words, alphabet)
     pair_counts: Counter = Counter()
     holders = defaultdict(set)  # pair -> the words that hold it (some may no longer: checked when merging)
     for k, sequence in enumerate(sequences):
@@ -144,11 +242,7 @@ def train_bpe(word_counts: Mapping[str, int], vocab_size: int, alphabet: Iterabl
             if count > 0:
                 heapq.heappush(heap, (-count, pair))
             continue
-        merged = vocab[pair[0]] + vocab[pair[1]]
-        if merged not in ids:
-            ids[merged] = len(vocab)
-            vocab.append(merged)
-        new, touched = ids[merged], set()
+        new, touched = _learn(vocab, ids, merges, pair), set()
         for k in sorted(holders.pop(pair)):
             before, after = sequences[k], _merge_word(sequences[k], pair, new)
             if len(after) == len(before):
@@ -161,11 +255,41 @@ def train_bpe(word_counts: Mapping[str, int], vocab_size: int, alphabet: Iterabl
                 touched.add(fresh)
             sequences[k] = after
         del pair_counts[pair]
-        merges.append((vocab[pair[0]], vocab[pair[1]]))
         for fresh in touched:
             if pair_counts[fresh] > 0:
                 heapq.heappush(heap, (-pair_counts[fresh], fresh))
     return vocab, merges
+
+
+def apply_merges(symbols, ranks):
+    """A word's symbols after the learned merges, lowest rank first and leftmost first: BPE applied to one word.
+
+    Among the adjacent pairs ``(symbols[i], symbols[i + 1])`` that are learned merges, take the
+    one of lowest rank (learned first); if it occurs more than once, its leftmost occurrence; join
+    its two symbols into one. Repeat until no adjacent pair has a rank. A merge can create a pair
+    that an earlier merge (lower rank) joins next, so one pass per rank is not enough. The
+    arguments are not modified. Chapter 7, exercise of ps07.
+
+    Args:
+        symbols: one word's symbols, a list of str (its characters, at first).
+        ranks: ``{(left, right): rank}``, each learned pair of symbols and its rank (0 for the first).
+
+    Returns:
+        a new list of str, the word's subword symbols.
+    """
+    if not isinstance(symbols, (list, tuple)) or not all(isinstance(s, str) for s in symbols):
+        raise TypeError(f"symbols must be a list of str, got {symbols!r}")
+    if not isinstance(ranks, dict):
+        raise TypeError(f"ranks must be a dict {{(left, right): rank}}, got {type(ranks).__name__}")
+    ### BEGIN SOLUTION
+    merged = list(symbols)
+    while True:
+        found = [(ranks[pair], i) for i, pair in enumerate(zip(merged, merged[1:])) if pair in ranks]
+        if not found:
+            return merged
+        _, i = min(found)  # the lowest rank, then the leftmost
+        merged[i:i + 2] = [merged[i] + merged[i + 1]]
+    ### END SOLUTION
 
 
 class BPETokenizer:
@@ -176,10 +300,12 @@ class BPETokenizer:
         merges: the learned pairs of symbols in the order they were learned.
         byte_level: cut text with :data:`GPT2_SPLIT` and encode its bytes (:func:`byte_level_words`);
             otherwise text is cut at white space and must use only the vocabulary's characters.
+        merge_fn: ``(symbols, ranks) -> symbols``, applies the merges to one word (:func:`apply_merges`).
     """
 
-    def __init__(self, vocab: list[str], merges: list[tuple[str, str]], byte_level: bool = True):
-        self.vocab, self.byte_level = list(vocab), byte_level
+    def __init__(self, vocab: list[str], merges: list[tuple[str, str]], byte_level: bool = True,
+                 merge_fn=apply_merges):
+        self.vocab, self.byte_level, self.merge_fn = list(vocab), byte_level, merge_fn
         self.ids = {symbol: i for i, symbol in enumerate(self.vocab)}
         self.ranks = {tuple(pair): rank for rank, pair in enumerate(merges)}
         self._cache = BoundedMemo(2 ** 16)  # word -> its symbols
@@ -193,15 +319,8 @@ class BPETokenizer:
         return list(self._cache.remember(word, self._merged))
 
     def _merged(self, word: str) -> list[str]:
-        """:meth:`split_word` without the memory."""
-        symbols = list(word)
-        while len(symbols) > 1:
-            ranked = [(self.ranks.get(pair, len(self.ranks)), i) for i, pair in enumerate(zip(symbols, symbols[1:]))]
-            rank, i = min(ranked)
-            if rank == len(self.ranks):
-                break
-            symbols[i:i + 2] = [symbols[i] + symbols[i + 1]]
-        return symbols
+        """:meth:`split_word` without the memory: ``merge_fn`` on the word's characters."""
+        return self.merge_fn(list(word), self.ranks)
 
     def words(self, text: str) -> list[str]:
         """``text`` cut into the words BPE runs on (byte symbols at byte level)."""

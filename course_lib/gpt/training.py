@@ -1,4 +1,4 @@
-"""Training a GPT: the warm-up and cosine learning-rate schedule, and perplexity over sliding windows. Chapter 7.
+"""Training a GPT: the warm-up and cosine schedule, sliding-window perplexity, bits per character. Chapter 7.
 
 The loop itself is chapters 3 and 4's
 :func:`~course_lib.recurrent.language_model.train_language_model`, fed the same
@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from typing import Callable
 
+import numpy as np
 import torch
 from torch.nn import functional as F
 
@@ -49,15 +50,16 @@ def warmup_cosine(warmup: int, steps: int, floor: float = 0.1) -> Callable[[int]
 
 
 @torch.no_grad()
-def window_perplexity(model, ids, context: int | None = None, stride: int | None = None,
-                      batch_size: int = 8, windows_per_batch: int = 64) -> float:
-    """The perplexity of a fixed-context model on a stream, read in overlapping windows. Chapter 7.
+def window_losses(model, ids, context: int | None = None, stride: int | None = None,
+                  batch_size: int = 8, windows_per_batch: int = 64) -> torch.Tensor:
+    """The loss of every prediction of a fixed-context model on a stream, read in overlapping windows. Chapter 7.
 
     The stream is cut into ``B`` rows as :func:`~course_lib.recurrent.language_model.evaluate_perplexity`
-    does, so both score the same targets. Along each row, windows of ``context``
-    tokens start every ``stride`` tokens; the first window scores all its predictions,
-    every later one only its last ``stride``, each of which then sees at least
-    ``context - stride`` tokens before it. ``PPL = exp(-(1/N) sum log p(x_{t+1} | window))``.
+    does, so both score the same targets: every position of a row but the first. Along
+    each row, windows of ``context`` tokens start every ``stride`` tokens; the first window
+    scores all its predictions, every later one only its last ``stride``, each of which then
+    sees at least ``context - stride`` tokens before it. Each target is scored exactly once:
+    ``loss[b, t] = -log p(row_b[t + 1] | its window)``.
 
     Args:
         model: maps ``(B, T)`` ids to ``(logits (B, T, V), ...)``, ``T <= context``.
@@ -68,7 +70,7 @@ def window_perplexity(model, ids, context: int | None = None, stride: int | None
         windows_per_batch: windows run through the model at once.
 
     Returns:
-        the perplexity, a float ``>= 1``.
+        ``(B, N // B - 1)`` float64 losses in nats; target ``[b, t]`` is ``batchify(ids, B)[b, t + 1]``.
     """
     context = checks.positive_int(context or model.config.context, "context")
     stride = checks.positive_int(stride or max(context // 2, 1), "stride")
@@ -83,7 +85,7 @@ def window_perplexity(model, ids, context: int | None = None, stride: int | None
         if end >= width - 1:
             break
         start += stride
-    total, count = 0.0, 0
+    losses = torch.zeros(len(rows), width - 1, dtype=torch.float64)
     with eval_mode(model):
         for length in sorted({end - start for start, end, _ in spans}):
             same = [span for span in spans if span[1] - span[0] == length]
@@ -94,10 +96,52 @@ def window_perplexity(model, ids, context: int | None = None, stride: int | None
                 logits, _ = model(windows[:, :, :-1].reshape(-1, length))  # (B * n, length, V)
                 nll = F.cross_entropy(logits.transpose(1, 2), windows[:, :, 1:].reshape(-1, length),
                                       reduction="none").reshape(len(rows), len(chunk), length)
-                scored = torch.arange(length)[None, :] >= torch.tensor([skip for _, _, skip in chunk])[:, None]
-                total += float((nll * scored).sum())
-                count += int(scored.sum()) * len(rows)
-    return math.exp(total / count)
+                for j, (start, _, skip) in enumerate(chunk):  # the targets this window scores
+                    losses[:, start + skip:start + length] = nll[:, j, skip:]
+    return losses
+
+
+def window_perplexity(model, ids, context: int | None = None, stride: int | None = None,
+                      batch_size: int = 8, windows_per_batch: int = 64) -> float:
+    """The perplexity of a fixed-context model on a stream, read in overlapping windows. Chapter 7.
+
+    ``PPL = exp(-(1/N) sum log p(x_{t+1} | window))`` over the targets and windows of
+    :func:`window_losses`.
+
+    Args:
+        model, context, stride, batch_size, windows_per_batch: as :func:`window_losses`.
+        ids: ``(N,)`` ids.
+
+    Returns:
+        the perplexity, a float ``>= 1``.
+    """
+    return math.exp(float(window_losses(model, ids, context, stride, batch_size, windows_per_batch).mean()))
+
+
+def bits_per_character(model, ids, characters, context: int | None = None, stride: int | None = None,
+                       batch_size: int = 8) -> float:
+    """The information a model needs per character of text, whatever its tokens. Chapter 7.
+
+    ``bits/char = sum_t -log2 p(x_{t+1} | window) / sum_t c(x_{t+1})`` over the targets of
+    :func:`window_losses`, where ``c(x)`` is the number of characters token ``x`` stands for.
+    Per-token perplexities of models with different tokens do not compare (a token of
+    three characters is harder to guess than one of one); the cost of the same text does.
+
+    Args:
+        model, context, stride, batch_size: as :func:`window_losses`.
+        ids: ``(N,)`` ids.
+        characters: ``(N,)`` the number of characters each id of ``ids`` stands for (``>= 0``).
+
+    Returns:
+        bits per character, a float ``>= 0``.
+    """
+    characters = np.asarray(characters)
+    if characters.shape != (len(ids),) or not np.issubdtype(characters.dtype, np.integer) or (characters < 0).any():
+        raise ValueError(f"characters must hold one integer count >= 0 per id, shape ({len(ids)},), "
+                         f"got shape {characters.shape}, dtype {characters.dtype}")
+    losses = window_losses(model, ids, context, stride, batch_size)  # (B, N // B - 1)
+    scored = batchify(characters, batch_size)[:, 1:]  # the characters of the same targets
+    return float(losses.sum() / math.log(2) / scored.sum())
 
 
 def train_gpt(model, ids, steps: int, seq_len: int | None = None, batch_size: int = 32, lr: float = 3e-3,

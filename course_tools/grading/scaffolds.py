@@ -33,6 +33,7 @@ STAND_INS = {
     "gpt.causal_attention.causal_self_attention": ("course_lib.testing:PlainCausalAttention",
                                                    "course_lib.gpt.causal_attention:_attend_with_kv_cache"),
     "gpt.beam.beam_search": ("course_lib.attention.decoding:beam_search",),
+    "gpt.bpe.most_frequent_pair": ("course_lib.gpt.bpe:train_bpe",),  # its first merge is the answer
     "bert.self_attention.bert_self_attention": ("course_lib.transformer.scaled_attention:scaled_dot_product_attention",),
 }
 """Exercise key -> other course_lib code that computes it on its own: a test double, or an earlier exercise's

@@ -1,4 +1,4 @@
-"""Hidden cases of ps07_gpt: causal attention with a cache, sampling filters and beam search for GPT (chapter 7).
+"""Hidden cases of ps07_gpt: causal attention with a cache, sampling filters, beam search and BPE for GPT (chapter 7).
 
 Generators (inputs only, no answers), and the registries that :mod:`course_tools.authoring.cases` merges:
 see its docstring for what each one means.
@@ -163,11 +163,93 @@ def gpt_beam_search(rng):
         yield (model, draw.integers(0, vocab, size=prompt), width, new), {"eos": eos, "alpha": 1.0}
 
 
+def _word(rng, symbols, longest):
+    """A word of 1 to ``longest`` symbol ids below ``symbols``, as a list of Python ints."""
+    return [int(i) for i in rng.integers(0, symbols, size=int(rng.integers(1, longest + 1)))]
+
+
+def most_frequent_pair(rng):
+    # Random tables (N words, ids below S, at most so many symbols, counts 1 to 5), words as tuples in one; then
+    # cases that only the stated rules pass: ties (the smallest pair by id in the middle of the table, neither the
+    # first nor the last seen, nor the largest, nor the smallest as text: (10, 3) < (2, 5) and (4, 11) < (4, 2)
+    # as strings), pairs across words that would win if words ran together, counts that outweigh numbers of
+    # words, the winner at the end of every word, runs of one symbol ("aaa" holds (a, a) twice), no pair at all
+    for n, symbols, longest in [(6, 3, 5), (12, 4, 8), (25, 6, 6), (40, 5, 4), (15, 2, 8), (20, 14, 5)]:
+        words = [_word(rng, symbols, longest) for _ in range(n)]
+        counts = [int(c) for c in rng.integers(1, 6, size=n)]
+        yield (words if symbols != 5 else [tuple(w) for w in words], counts), {}
+    for pairs in [[(3, 4), (0, 5), (1, 2)], [(10, 3), (2, 5), (12, 1)], [(4, 9), (4, 2), (4, 11)],
+                  [(13, 0), (6, 7), (9, 8), (11, 2)]]:
+        count = int(rng.integers(1, 4))
+        filler = [[int(rng.integers(0, 14))] for _ in range(3)]  # one-symbol words: no pair
+        yield ([list(pair) for pair in pairs] + filler, [count] * (len(pairs) + 3)), {}
+    for n in (5, 8):  # (0, 1) would win across words; inside them (5, 6) is the only pair, or (1, 3) ties (2, 0)
+        yield ([[0], [1]] * n + [[5, 6]], [1] * (2 * n + 1)), {}
+        yield ([[2, 0], [1, 3]] * n, [int(rng.integers(1, 3))] * (2 * n)), {}
+    for rare in (3, 4):  # (0, 1) in many words of count 1; (2, 3) and (3, 4) in one word of a larger count
+        yield ([[0, 1]] * rare + [[2, 3, 4]], [1] * rare + [rare + 2]), {}
+    yield ([[5, 0, 1], [6, 0, 1], [2, 0, 1], [3, 4]], [1, 1, 1, 1]), {}  # the last pair of the words wins
+    yield ([[3, 2], [7, 1, 3, 2], [0, 4, 3, 2], [9, 8, 4]], [2, 1, 1, 3]), {}
+    yield ([[0, 0, 0, 0], [1, 2]], [2, 5]), {}  # (0, 0) three times per word: 6 against 5
+    yield ([[1, 2], [3, 3, 3]], [1, 1]), {}  # (3, 3) twice against once
+    yield ([[3], [4, 2], [1]], [2, 1, 5]), {}
+    yield ([[7], [2], [0]], [1, 3, 2]), {}  # no word of two symbols: None
+    yield ([[], [5], []], [4, 1, 1]), {}
+
+
+def _merge_table(rng, alphabet: str, merges: int) -> tuple[dict, list[str]]:
+    """``({(left, right): rank}, symbols)``: ``merges`` pairs of symbols, each merged symbol made of earlier ones, its
+    ranks shuffled, so that a later rank may create a pair of an earlier rank (one pass over the ranks is then not
+    enough); and every symbol, the alphabet's and the merged ones."""
+    symbols, pairs = list(alphabet), []
+    while len(pairs) < merges:
+        pair = (symbols[int(rng.integers(len(symbols)))], symbols[int(rng.integers(len(symbols)))])
+        if pair not in pairs and len(pair[0] + pair[1]) <= 4:
+            pairs.append(pair)
+            symbols.append(pair[0] + pair[1])
+    return {pair: int(rank) for pair, rank in zip(pairs, rng.permutation(merges))}, symbols
+
+
+def apply_merges(rng):
+    # Merges learned by train_bpe from random tables, applied to words of the table and to new ones; merge tables
+    # whose ranks are shuffled; then cases where a wrong order shows: the leftmost learned pair is not the lowest
+    # rank, a merge creates (or re-creates) a pair of lower rank, runs of one symbol (leftmost occurrence first), the
+    # only merge at the end of the word; one symbol, no symbol, no merge
+    from course_lib.gpt.bpe import train_bpe
+
+    for alphabet, size in [("ab", 8), ("abc", 12), ("abcd", 16), ("lowenstid", 30)]:
+        table = {"".join(rng.choice(list(alphabet), size=int(rng.integers(1, 9)))): int(rng.integers(1, 6))
+                 for _ in range(20)}
+        _vocab, merges = train_bpe(table, size)
+        ranks = {pair: rank for rank, pair in enumerate(merges)}
+        for word in [*list(table)[:2], "".join(rng.choice(list(alphabet), size=10))]:
+            yield (list(word), ranks), {}
+    for alphabet, merges in [("ab", 6), ("abc", 10), ("xyz", 12)]:
+        ranks, symbols = _merge_table(rng, alphabet, merges)
+        for _ in range(3):  # the characters of merged symbols side by side, so that many merges apply
+            yield (list("".join(symbols[int(i)] for i in rng.integers(0, len(symbols), size=4))), ranks), {}
+    yield (list("bab"), {("a", "b"): 0, ("b", "ab"): 1, ("b", "a"): 2}), {}
+    yield (list("cbabab"), {("a", "b"): 0, ("c", "b"): 3, ("b", "a"): 1, ("ab", "ab"): 2}), {}
+    yield (list("abc"), {("a", "bc"): 0, ("b", "c"): 1}), {}
+    yield (list("xabcy"), {("x", "abc"): 0, ("a", "bc"): 1, ("b", "c"): 2, ("abc", "y"): 3}), {}
+    yield (list("abab"), {("ab", "ab"): 0, ("a", "b"): 1}), {}  # (ab, ab) appears only after the later (a, b)
+    yield (list("aaaa"), {("aa", "aa"): 0, ("a", "a"): 1}), {}
+    yield (list("aaaaa"), {("a", "a"): 0}), {}
+    yield (list("aaa"), {("a", "a"): 0, ("a", "aa"): 1}), {}
+    yield (list("xyz"), {("y", "z"): 0}), {}
+    yield (["lo", "w", "e", "s", "t"], {("e", "s"): 0, ("es", "t"): 1, ("lo", "w"): 2}), {}
+    yield (["a"], {("a", "a"): 0}), {}
+    yield ([], {("a", "b"): 0}), {}
+    yield (list("hello"), {}), {}
+
+
 GENERATORS = {
     "gpt.causal_attention.causal_self_attention": causal_self_attention,
     "gpt.filters.temperature_top_k": temperature_top_k,
     "gpt.filters.top_p_filter": top_p_filter,
     "gpt.beam.beam_search": gpt_beam_search,
+    "gpt.bpe.most_frequent_pair": most_frequent_pair,
+    "gpt.bpe.apply_merges": apply_merges,
 }
 
 GRADIENTS = {
@@ -191,6 +273,12 @@ HINTS: dict[str, str] = {
         "reordered by their parents (reorder_cache), keep the beam_width best of all K x V extensions by total "
         "log-probability (finished ones take a place too), and divide by len(tokens) ** alpha only to choose among "
         "finished hypotheses.",
+    "gpt.bpe.most_frequent_pair":
+        "Count every adjacent pair inside each word (a run like aaa holds (a, a) twice, and no pair crosses from one "
+        "word to the next), weighted by the word's count, and break ties by the smallest ids: min over (-count, pair).",
+    "gpt.bpe.apply_merges":
+        "On a copy of the symbols, merge again and again the adjacent pair of lowest rank among all pairs now present "
+        "(its leftmost occurrence), looking at the whole word again after every merge, until no pair has a rank.",
 }
 
 TORCH = {'gpt.causal_attention.causal_self_attention',
