@@ -85,7 +85,8 @@ def main():
         ratio, low, high = ratios(ours_t, theirs_t)
         print(f"{task:<10}{statistics.median(ours_t):>9.3f} ({min(ours_t):.3f}){statistics.median(theirs_t):>10.3f} "
               f"({min(theirs_t):.3f}){spread_text(ratio, low, high, 1):>22}")
-        record("bpe_vs_tokenizers", f"byte-level BPE {task}ing, vocabulary {args.vocab_size}: time ours/tokenizers",
+        what = {"train": "training", "encode": "encoding the Lee articles"}[task]
+        record("bpe_vs_tokenizers", f"byte-level BPE {what}, vocabulary {args.vocab_size}: time ours/tokenizers",
                ratio, low, high, rounds=args.rounds)
 
 
