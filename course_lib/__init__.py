@@ -26,12 +26,15 @@ that follow the book:
   decoder-only language model with GPT-2's layout and weight copying to and from
   ``transformers``, the warm-up and cosine schedule, sliding-window perplexity,
   temperature, top-k, top-p and repetition penalties, generation and beam search
-  (:doc:`/chapters/ch07_gpt`).
+  (:doc:`/chapters/ch07_gpt`). Byte-pair encoding, learned and applied at GPT-2's byte level.
 - :mod:`course_lib.bert`: BERT, chapter 8. WordPiece tokenization, BERT's inputs,
   embeddings and padding-masked self-attention, the post-LN encoder on chapter 6's
   blocks, pretrained weights from safetensors (all-MiniLM-L6-v2), pooling, masked
   language modelling and next sentence prediction, fine-tuning and the analysis of
   layers and heads (:doc:`/chapters/ch08_bert`).
+- :mod:`course_lib.transfer`: after BERT, chapter 9. The attention masks of the three
+  families, T5's span corruption, LoRA, grouped-query attention and its cache, and a
+  power law fitted with an interval (:doc:`/chapters/ch09_after_bert`).
 - Shared by all chapters: :mod:`course_lib.checks` (argument checks),
   :mod:`course_lib.training` (what the training loops return, contexts that
   restore global state), :mod:`course_lib.progress` (progress bars),
@@ -79,6 +82,10 @@ letter      meaning
 ``D``       the model width of a Transformer: the size of every position's vector, chapter 6 on
 ``nh``      attention heads
 ``hs``      the size of one head, ``D / nh``
+``n_kv``    key-value heads of grouped-query attention, dividing ``nh``, chapter 9
+``D_in``    the input size of a linear layer adapted by LoRA, chapter 9
+``D_out``   the output size of a linear layer adapted by LoRA, chapter 9
+``R``       the rank of a LoRA update ``B A`` (the paper's ``r``), chapter 9
 ``F``       the inner size of a Transformer's feed-forward network
 ``P``       positions already held in a KV cache, chapter 7 on
 ``n_docs``  number of documents

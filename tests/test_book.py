@@ -25,6 +25,7 @@ from course_tools.book import public, student_install
 pytestmark = pytest.mark.slow
 PAGES = ["intro", "self_study", "chapters/ch01_counts", "chapters/ch02_word2vec", "chapters/ch03_rnn", "chapters/ch04_lstm",
          "chapters/ch05_attention", "chapters/ch06_transformer", "chapters/ch07_gpt", "chapters/ch08_bert",
+         "chapters/ch09_after_bert",
          "exercises/ps01_counts/ps01_counts", "exercises/ps02_word2vec/ps02_word2vec", "exercises/ps03_rnn/ps03_rnn",
          "exercises/ps04_lstm/ps04_lstm", "exercises/ps05_attention/ps05_attention",
          "exercises/ps06_transformer/ps06_transformer", "exercises/ps07_gpt/ps07_gpt",

@@ -160,6 +160,11 @@ NO_ARRAYS = {"course_lib.notebook.glue", "course_lib.notebook.stop_at_unrevealed
     "course_lib.bert.encoding.encode_ids",  # texts -> lists of ids
     "course_lib.bert.classifier.BertClassifier.trained_parameters",  # a list of parameters
     "course_lib.bert.analysis.word_positions",  # text -> positions
+    "course_lib.transfer.span_corruption.span_counts",  # ints -> ints
+    "course_lib.transfer.grouped_query_attention.kv_cache_bytes",  # ints -> an int
+    "course_lib.transfer.lora.is_target",  # a name and names -> a bool
+    "course_lib.transfer.lora.trainable_parameters",  # a model -> an int
+    "course_lib.transfer.lora.merge_lora",  # a model -> the model
 }
 
 CHAPTER_WORDS = ("Chapter", "chapter", "assignment", "All chapters")

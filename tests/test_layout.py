@@ -1,7 +1,7 @@
 """course_lib and course_tools by part: who may import whom, and modules small enough to read.
 
 course_lib's parts, in the order the course teaches them: ``text`` < ``vectors`` (chapters 1-2)
-< ``recurrent`` (3-4) < ``attention`` (5) < ``transformer`` (6) < ``gpt`` (7) < ``bert`` (8).
+< ``recurrent`` (3-4) < ``attention`` (5) < ``transformer`` (6) < ``gpt`` (7) < ``bert`` (8) < ``transfer`` (9).
 course_tools' parts, in the order a change flows: ``in_sandbox`` (what runs in the student's process,
 copied into each grading job: it imports nothing of the course at all) < ``authoring`` (the single
 source: sync, editions, release, answer keys, hidden cases) < ``book`` (the public tree and the book)
@@ -36,7 +36,7 @@ class Package:
         return ROOT / self.name
 
 
-LIB = Package("course_lib", ("text", "vectors", "recurrent", "attention", "transformer", "gpt", "bert"),
+LIB = Package("course_lib", ("text", "vectors", "recurrent", "attention", "transformer", "gpt", "bert", "transfer"),
               frozenset({"activations", "checks", "diagrams", "plotting", "progress", "testing", "training",
                          "unrevealed", "notebook", "seeds"}), 350)
 TOOLS = Package("course_tools", ("in_sandbox", "authoring", "book", "grading"),

@@ -277,6 +277,14 @@ STAND_IN_ANSWERS = {  # what answers an exercise with the course's own code: (so
         "torch.eye(2), torch.zeros(2), 1, cache, 0, 0)\n",
         ATTENTION_NAMES, scaffolds.stand_ins("ps07_gpt", "causal_self_attention"),
         "course_lib.gpt.causal_attention._attend_with_kv_cache"),
+    # ps07: causal self-attention by chapter 9's grouped-query attention with as many key-value heads as heads
+    "grouped-query attention": (
+        "from course_lib.transfer.grouped_query_attention import grouped_query_attention\n"
+        "def f(x):\n    x = torch.as_tensor(x, dtype=torch.float32)[None, :, None].repeat(1, 1, 2)\n"
+        "    return grouped_query_attention(x, torch.eye(2).repeat(3, 1), torch.zeros(6), torch.eye(2), "
+        "torch.zeros(2), 1, 1)[0]\n",
+        ATTENTION_NAMES, scaffolds.stand_ins("ps07_gpt", "causal_self_attention"),
+        "course_lib.transfer.grouped_query_attention.grouped_query_attention"),
     # ps07: most_frequent_pair by the first merge of course_lib's incremental BPE trainer, which is no exercise
     "BPE trainer": (
         "from course_lib.gpt.bpe import train_bpe\n"
@@ -289,7 +297,9 @@ def test_the_grader_names_the_course_s_stand_ins_for_each_exercise():
     assert set(scaffolds.stand_ins("ps04_lstm", "lstm_cell")) == {"course_lib.recurrent.fused_lstm:lstm_layer",
                                                                   "course_lib.recurrent.fused_lstm:_LSTMLayer"}
     assert set(scaffolds.stand_ins("ps07_gpt", "causal_self_attention")) == {
-        "course_lib.testing:PlainCausalAttention", "course_lib.gpt.causal_attention:_attend_with_kv_cache"}
+        "course_lib.testing:PlainCausalAttention", "course_lib.gpt.causal_attention:_attend_with_kv_cache",
+        "course_lib.transfer.grouped_query_attention:grouped_query_attention",
+        "course_lib.transfer.grouped_query_attention:GroupedQueryAttention"}
     assert scaffolds.stand_ins("ps07_gpt", "most_frequent_pair") == ("course_lib.gpt.bpe:train_bpe",)
     assert scaffolds.stand_ins("ps07_gpt", "apply_merges") == ()  # BPETokenizer applies the merges with apply_merges
 

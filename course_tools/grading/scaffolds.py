@@ -31,7 +31,10 @@ SCAFFOLDS = {
 STAND_INS = {
     "recurrent.cells.lstm_cell": ("course_lib.recurrent.fused_lstm:lstm_layer", "course_lib.recurrent.fused_lstm:_LSTMLayer"),
     "gpt.causal_attention.causal_self_attention": ("course_lib.testing:PlainCausalAttention",
-                                                   "course_lib.gpt.causal_attention:_attend_with_kv_cache"),
+                                                   "course_lib.gpt.causal_attention:_attend_with_kv_cache",
+                                                   # chapter 9's attention with as many key-value heads as heads
+                                                   "course_lib.transfer.grouped_query_attention:grouped_query_attention",
+                                                   "course_lib.transfer.grouped_query_attention:GroupedQueryAttention"),
     "gpt.beam.beam_search": ("course_lib.attention.decoding:beam_search",),
     "gpt.bpe.most_frequent_pair": ("course_lib.gpt.bpe:train_bpe",),  # its first merge is the answer
     "bert.self_attention.bert_self_attention": ("course_lib.transformer.scaled_attention:scaled_dot_product_attention",),
