@@ -42,15 +42,19 @@ def causal_mask_after(past: int, steps: int) -> torch.Tensor:
     return torch.ones(steps, past + steps, dtype=torch.bool).tril(diagonal=past)
 
 
-def check_cache(cache, batch: int, num_heads: int, head_size: int) -> int:
-    """Raise unless ``cache`` is ``None`` or a pair of ``(B, nh, P, hs)`` tensors; return ``P``. Chapter 7."""
+def check_cache(cache, batch: int, num_heads: int, head_size: int, heads: str = "nh") -> int:
+    """Raise unless ``cache`` is ``None`` or a pair of ``(B, nh, P, hs)`` tensors; return ``P``. Chapter 7.
+
+    ``heads`` names the head count in the messages (chapter 9's grouped-query cache has ``n_kv``).
+    """
     if cache is None:
         return 0
     if not isinstance(cache, (tuple, list)) or len(cache) != 2:
         raise TypeError(f"cache must be None or a pair (keys, values), got {type(cache).__name__}")
     keys, values = cache
-    checks.expect_tensor(keys, "cache keys", (batch, num_heads, None, head_size), "(B, nh, P, hs)")
-    checks.expect_tensor(values, "cache values", tuple(keys.shape), "(B, nh, P, hs)")
+    shape = f"(B, {heads}, P, hs)"
+    checks.expect_tensor(keys, "cache keys", (batch, num_heads, None, head_size), shape)
+    checks.expect_tensor(values, "cache values", tuple(keys.shape), shape)
     return keys.shape[2]
 
 

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from course_lib import checks
-from course_lib.gpt.causal_attention import causal_mask_after
+from course_lib.gpt.causal_attention import causal_mask_after, check_cache
 from course_lib.transformer.multi_head import merge_heads, split_heads
 from course_lib.transformer.scaled_attention import scaled_dot_product_attention
 
@@ -51,14 +51,7 @@ def check_grouped_query_args(x, in_weight, in_bias, out_weight, out_bias, num_he
     checks.expect_tensor(in_bias, "in_bias", (rows,), "(D + 2 n_kv hs,)")
     checks.expect_tensor(out_weight, "out_weight", (width, width), "(D, D)")
     checks.expect_tensor(out_bias, "out_bias", (width,), "(D,)")
-    if cache is None:
-        return 0
-    if not isinstance(cache, (tuple, list)) or len(cache) != 2:
-        raise TypeError(f"cache must be None or a pair (keys, values), got {type(cache).__name__}")
-    keys, values = cache
-    checks.expect_tensor(keys, "cache keys", (batch, num_kv_heads, None, size), "(B, n_kv, P, hs)")
-    checks.expect_tensor(values, "cache values", tuple(keys.shape), "(B, n_kv, P, hs)")
-    return keys.shape[2]
+    return check_cache(cache, batch, num_kv_heads, size, heads="n_kv")
 
 
 def grouped_query_attention(x, in_weight, in_bias, out_weight, out_bias, num_heads, num_kv_heads, cache=None,
