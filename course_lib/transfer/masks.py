@@ -23,18 +23,18 @@ from __future__ import annotations
 import torch
 
 from course_lib import checks
+from course_lib.attention.masking import padding_mask
+from course_lib.transformer.scaled_attention import causal_mask
 
 
 def _with_padding(allowed, lengths):
     """``allowed`` ``(Tq, Tk)``, or, with ``lengths`` ``(B,)``, ``(B, 1, Tq, Tk)`` with the padding keys hidden."""
     if lengths is None:
         return allowed
-    keys = allowed.shape[1]
     lengths = torch.as_tensor(lengths)
     if lengths.dim() != 1:
         raise ValueError(f"lengths must be (B,), one length per sequence, got shape {tuple(lengths.shape)}")
-    lengths = checks.sequence_lengths(lengths, len(lengths), keys)
-    real = torch.arange(keys)[None, :] < lengths[:, None]  # (B, Tk), True on real keys
+    real = padding_mask(lengths, allowed.shape[1])  # (B, Tk), True on real keys (chapter 5)
     return allowed[None, None] & real[:, None, None, :]  # (B, 1, Tq, Tk)
 
 
@@ -70,8 +70,7 @@ def decoder_mask(steps: int, lengths=None) -> torch.Tensor:
     Returns:
         ``(T, T)`` bool tensor, or ``(B, 1, T, T)`` with ``lengths``.
     """
-    steps = checks.positive_int(steps, "steps")
-    return _with_padding(torch.ones(steps, steps, dtype=torch.bool).tril(), lengths)
+    return _with_padding(causal_mask(checks.positive_int(steps, "steps")), lengths)
 
 
 def prefix_lm_mask(steps: int, prefix: int, lengths=None) -> torch.Tensor:
@@ -95,7 +94,7 @@ def prefix_lm_mask(steps: int, prefix: int, lengths=None) -> torch.Tensor:
     prefix = checks.nonnegative_int(prefix, "prefix")
     if prefix > steps:
         raise ValueError(f"prefix must lie in [0, T] = [0, {steps}], got {prefix}")
-    allowed = torch.ones(steps, steps, dtype=torch.bool).tril()
+    allowed = causal_mask(steps)  # (T, T), chapter 6's
     allowed[:, :prefix] = True  # every query reads the whole prefix
     return _with_padding(allowed, lengths)
 
