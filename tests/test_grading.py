@@ -240,7 +240,7 @@ def _on_first_use_two_at_a_time(assignments: list[str], grade_one):
 @pytest.fixture(scope="module")
 def graded_with_experiments(tmp_path_factory, root):
     """``grade(assignment) -> (grading run, autograded notebook)``: a full-marks submission of each assignment
-    graded with its experiments (the default). The eight courses are graded on the first call, two at a
+    graded with its experiments (the default). The courses are graded on the first call, two at a
     time (each grades one notebook, in its own process: ``--serial``), however many tests read them."""
     def grade_one(assignment):
         course = scratch_course(tmp_path_factory.mktemp(f"experiments_{assignment}"), root, assignment, env=tool_env())
@@ -254,7 +254,7 @@ def graded_with_experiments(tmp_path_factory, root):
 
 # The grader's experiment run, on two numpy assignments (one with stated results). Every problem set's experiment
 # also runs, with the instructor's answers, where students run it (tests/test_student_path.py), which checks the
-# same stated intervals; running all eight here as well cost the suite two more minutes for no other claim.
+# same stated intervals; running all nine here as well would cost the suite minutes for no other claim.
 EXPERIMENTS = [ASSIGNMENT, "ps03_rnn"]
 
 
@@ -325,7 +325,8 @@ def test_gradebook_accepts_another_database_url(tmp_path, root):
         assert gb.find_assignment(ASSIGNMENT).max_score == 100
 
 
-LATER = ["ps02_word2vec", "ps03_rnn", "ps04_lstm", "ps05_attention", "ps06_transformer", "ps07_gpt", "ps08_bert"]
+LATER = ["ps02_word2vec", "ps03_rnn", "ps04_lstm", "ps05_attention", "ps06_transformer", "ps07_gpt", "ps08_bert",
+         "ps09_fine_tuning"]
 # One plausible mistake per assignment: (function, text of the answer, the mistaken text).
 MISTAKES = {
     "ps02_word2vec": ("procrustes", "return u @ vt", "return vt.T @ u.T"),  # the inverse rotation
@@ -338,6 +339,8 @@ MISTAKES = {
     "ps07_gpt": ("top_p_filter", "before = ordered.cumsum(dim=-1) - ordered", "before = ordered.cumsum(dim=-1)"),
     # [MASK] and the random token swapped (10 % masked, 80 % kept): judged by counts, whatever the draws
     "ps08_bert": ("mlm_mask", "(fate < 0.8)", "(fate < 0.1)"),
+    # Adam's first average not bias-corrected; the loop's tests step with PyTorch's AdamW, so they lose nothing
+    "ps09_fine_tuning": ("adamw_step", "m_hat = m / (1 - beta1 ** step)", "m_hat = m"),
 }
 
 
@@ -345,7 +348,7 @@ MISTAKES = {
 def later_courses(tmp_path_factory, root):
     """``assignment -> (course, grading run)``: each later assignment released in a scratch course with a full,
     a blank and a one-mistake submission, graded in its own student edition (earlier answers revealed). The
-    seven courses are graded on first use, two at a time, each in one process (``--serial``)."""
+    eight courses are graded on first use, two at a time, each in one process (``--serial``)."""
     def grade_one(assignment):
         course = tmp_path_factory.mktemp(assignment)
         shutil.copy(root / "nbgrader_config.py", course)

@@ -43,7 +43,7 @@ def _perturbed(value, rng):
 
 
 @pytest.mark.parametrize("assignment", ["ps02_word2vec", "ps04_lstm", "ps05_attention", "ps06_transformer",
-                                        "ps07_gpt", "ps08_bert"])
+                                        "ps07_gpt", "ps08_bert", "ps09_fine_tuning"])
 def test_answer_keys_recomputed_on_another_cpu_are_not_drift(root, assignment):
     """Keys whose last bits differ (as BLAS and oneDNN give on another machine) are the same keys:
     inputs, expected outcomes and gradients, visible (recorded) and hidden."""

@@ -4,7 +4,7 @@
 is built and graded with) and against what the chapters and problem sets import; the two install
 lines of :mod:`course_tools.book.student_install` on every page that tells a student what to install;
 the error a student edition's empty exercise raises; and the self-study page's walkthrough for
-problem sets 5 to 8, run against the answers (and against a wrong one). All fast (the walkthrough
+problem sets 5 to 9, run against the answers (and against a wrong one). All fast (the walkthrough
 runs in one interpreter, about 15 s); the public tree and the built pages are checked in
 ``test_public.py`` and ``test_student_path.py``.
 """
@@ -174,10 +174,10 @@ def test_a_stub_of_a_student_edition_raises_not_revealed(tmp_path, root):
 
 
 def _walkthrough(root: Path) -> list[tuple[str, str]]:
-    """``(problem set, code)`` of each Python block of the self-study page's section on problem sets 5 to 8,
+    """``(problem set, code)`` of each Python block of the self-study page's section on problem sets 5 to 9,
     the problem set being the last one the text names before the block."""
     page = (root / "self_study.md").read_text(encoding="utf-8")
-    section = page[page.index("### Problem sets 5 to 8"):]
+    section = page[page.index("### Problem sets 5 to 9"):]
     section = section[:section.index("\n## ")] if "\n## " in section else section
     blocks = []
     for match in re.finditer(r"```python\n(.*?)```", section, flags=re.S):
@@ -202,6 +202,8 @@ for problem_set, code, keys, wrong in json.loads(sys.stdin.read()):
                 return value + 0.01 if value.is_floating_point() else value.flip(-1)
             if isinstance(value, tuple):
                 return tuple(spoil(item) for item in value)
+            if isinstance(value, dict):
+                return {name: spoil(item) for name, item in value.items()}
             return [*value, 0] if isinstance(value, list) else value + 0.01
         answer = namespace[wrong]
         namespace[wrong] = lambda *args, answer=answer, **kwargs: spoil(answer(*args, **kwargs))
@@ -216,12 +218,12 @@ print(json.dumps(results))
 """
 
 
-def test_self_study_walkthrough_of_problem_sets_5_to_8_runs_and_catches_a_wrong_answer(root):
+def test_self_study_walkthrough_of_problem_sets_5_to_9_runs_and_catches_a_wrong_answer(root):
     """Each block runs with the answers as the student's functions and passes; with one wrong function, it fails
     on an assertion (not a crash). One interpreter for all: about 15 s."""
     owners = exercises.owners(root)
     blocks = _walkthrough(root)
-    assert [ps for ps, _code in blocks] == ["ps05", "ps06", "ps07", "ps08", "ps08"]
+    assert [ps for ps, _code in blocks] == ["ps05", "ps06", "ps07", "ps08", "ps08", "ps09"]
     runs = []
     for ps, code in blocks:
         keys = [key for key, owner in owners.items() if owner.startswith(ps)]

@@ -19,7 +19,7 @@ attention and GPT's). See :doc:`/chapters/ch09_after_bert`. Tested against ``pef
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 from torch import nn
@@ -61,7 +61,7 @@ def lora_linear(x, weight, bias, lora_a, lora_b, scale):
     The frozen layer ``W``, ``b`` and the trainable path through ``A`` then ``B``: ``x A^T``
     squeezes each input to ``R`` numbers and ``B`` maps them to the ``D_out`` outputs. It equals
     ``x (W + scale B A)^T + b`` but never forms the ``(D_out, D_in)`` matrix ``B A``. Written with
-    torch operations; the arguments are not modified.
+    torch operations; the arguments are not modified. Exercise of ps09.
 
     Args:
         x: ``(..., D_in)`` inputs (any leading axes, e.g. ``(B, T, D_in)``).
@@ -75,8 +75,10 @@ def lora_linear(x, weight, bias, lora_a, lora_b, scale):
         ``(..., D_out)``, a tensor of the dtype of ``x``.
     """
     scale = check_lora_args(x, weight, bias, lora_a, lora_b, scale)
+    ### BEGIN SOLUTION
     y = x @ weight.T + scale * ((x @ lora_a.T) @ lora_b.T)  # (..., D_out), through (..., R)
     return y if bias is None else y + bias
+    ### END SOLUTION
 
 
 def lora_delta(lora_a, lora_b, scale):
@@ -120,9 +122,11 @@ class LoRALinear(nn.Module):
         base: the ``nn.Linear(D_in, D_out)`` to adapt.
         rank: ``R``. alpha: ``alpha``; the update is scaled by ``scale = alpha / R``.
         dropout: the probability of dropping an input of the low-rank path.
+        lora_fn: the function the layer computes with, :func:`lora_linear`'s arguments and result
+            (``None``: :func:`lora_linear`; problem set 9 passes the student's).
     """
 
-    def __init__(self, base: nn.Linear, rank: int, alpha: float, dropout: float = 0.0):
+    def __init__(self, base: nn.Linear, rank: int, alpha: float, dropout: float = 0.0, lora_fn: Callable | None = None):
         super().__init__()
         if not isinstance(base, nn.Linear):
             raise TypeError(f"base must be a torch.nn.Linear, got {type(base).__name__}")
@@ -131,12 +135,13 @@ class LoRALinear(nn.Module):
         self.base = base.requires_grad_(False)
         self.lora_a, self.lora_b = _lora_pair(base.out_features, base.in_features, self.rank, base.weight)
         self.dropout = nn.Dropout(p)
+        self.lora_fn = lora_fn
 
     def forward(self, x):
         """``(..., D_in) -> (..., D_out)``."""
         if self.training and self.dropout.p > 0:  # only the low-rank path sees the dropped-out inputs x'
             return self.base(x) + self.scale * ((self.dropout(x) @ self.lora_a.T) @ self.lora_b.T)  # (..., D_out)
-        return lora_linear(x, self.base.weight, self.base.bias, self.lora_a, self.lora_b, self.scale)
+        return (self.lora_fn or lora_linear)(x, self.base.weight, self.base.bias, self.lora_a, self.lora_b, self.scale)
 
     @property
     def weight(self):
@@ -215,7 +220,8 @@ def _fused_width(module: nn.Module) -> int | None:
     return None
 
 
-def add_lora(model: nn.Module, targets: Sequence[str], rank: int, alpha: float, dropout: float = 0.0) -> list[str]:
+def add_lora(model: nn.Module, targets: Sequence[str], rank: int, alpha: float, dropout: float = 0.0,
+             lora_fn: Callable | None = None) -> list[str]:
     """Freeze ``model`` and give each targeted weight a LoRA update; return the adapted names. Chapter 9.
 
     A module is a target when its dotted name equals one of ``targets`` or ends with
@@ -231,6 +237,7 @@ def add_lora(model: nn.Module, targets: Sequence[str], rank: int, alpha: float, 
         targets: a list of names, e.g. ``["query", "value"]`` (the paper's ``W_Q`` and ``W_V``).
         rank: ``R``. alpha: ``alpha`` (scale ``alpha / R``). dropout: on the low-rank path's
             inputs of the ``nn.Linear`` targets (must be 0 if a fused block is targeted).
+        lora_fn: what the :class:`LoRALinear` layers compute with (``None``: :func:`lora_linear`).
 
     Returns:
         the names of the adapted layers (or blocks), a list of str in the model's order.
@@ -257,7 +264,7 @@ def add_lora(model: nn.Module, targets: Sequence[str], rank: int, alpha: float, 
     for name in linears:
         parent, _, child = name.rpartition(".")
         owner = model.get_submodule(parent)
-        setattr(owner, child, LoRALinear(getattr(owner, child), rank, alpha, dropout))
+        setattr(owner, child, LoRALinear(getattr(owner, child), rank, alpha, dropout, lora_fn))
     for name, blocks in fused:
         module = model.get_submodule(name)
         weight = module.in_proj_weight

@@ -26,6 +26,8 @@ from course_tools.exercises import find_exercises, owners
 SCAFFOLDS = {
     "attention.masking.masked_softmax": "course_lib.attention.scaffolds:plain_masked_softmax",
     "transformer.scaled_attention.scaled_dot_product_attention": "course_lib.testing:PlainScaledAttention()",
+    "transfer.adamw.adamw_step": "course_lib.transfer.scaffolds:torch_adamw_step",
+    "transfer.early_stopping.early_stopping": "course_lib.transfer.scaffolds:patience_counter",
 }
 """Exercise key -> ``"module:attribute"`` of its scaffold (``()`` at the end: an instance of that class)."""
 STAND_INS = {
@@ -38,6 +40,9 @@ STAND_INS = {
     "gpt.beam.beam_search": ("course_lib.attention.decoding:beam_search",),
     "gpt.bpe.most_frequent_pair": ("course_lib.gpt.bpe:train_bpe",),  # its first merge is the answer
     "bert.self_attention.bert_self_attention": ("course_lib.transformer.scaled_attention:scaled_dot_product_attention",),
+    # the adapted weight W + scale B A (a property, the merged layer, the fused parametrization) computes the layer
+    "transfer.lora.lora_linear": ("course_lib.transfer.lora:lora_delta", "course_lib.transfer.lora:LoRALinear",
+                                  "course_lib.transfer.lora:FusedLoRA", "course_lib.transfer.lora:merge_lora"),
 }
 """Exercise key -> other course_lib code that computes it on its own: a test double, or an earlier exercise's
 answer (revealed in this edition) whose name the exercise's visible test forbids."""
