@@ -15,7 +15,7 @@ outside it (:mod:`course_tools.grading.verdicts`). The two must agree, by constr
   functions their arrays and float64, torch functions a tensor of their input's dtype, with a
   float32 call where the hidden cases hold float32 ones.
 
-The tests here check both halves on real answers. For every exercise function of ps01-ps08,
+The tests here check both halves on real answers. For every exercise function of ps01-ps09,
 every answer of a set (the reference, the alternative-correct answers of
 ``tests/test_fairness.py`` and the new ones below) is run through the real visible test cell
 of the *release* notebook, ``exercises/psNN/psNN.ipynb`` (after its setup cell, in a
@@ -280,6 +280,29 @@ correct("bert.wordpiece.wordpiece_word", ends_from_the_longest="""
             pieces.append(prefix + word[start:end])
             start = end
         return pieces""")
+
+# ps09 (adamw_step's body runs inside the stub's `with torch.no_grad():`: fairness._no_grad indents it)
+correct("transfer.lora.lora_linear", float64_inside_then_cast="""
+        wide = x.double()
+        y = wide @ weight.double().T + scale * ((wide @ lora_a.double().T) @ lora_b.double().T)
+        if bias is not None:
+            y = y + bias.double()
+        return y.to(x.dtype)""")
+correct("transfer.adamw.adamw_step", a_list_of_three=fairness._no_grad("""
+        beta1, beta2 = betas
+        m = beta1 * exp_avg + (1 - beta1) * grad
+        v = beta2 * exp_avg_sq + (1 - beta2) * grad * grad
+        update = (m / (1 - beta1 ** step)) / ((v / (1 - beta2 ** step)).sqrt() + eps)
+        return [param - lr * weight_decay * param - lr * update, m, v]"""))
+correct("transfer.early_stopping.early_stopping", numpy_integer_best="""
+        best = np.int64(0)
+        for epoch, loss in enumerate(losses):
+            if loss < losses[best] - min_delta:
+                best = np.int64(epoch)
+        return best, bool(len(losses) - 1 - best >= patience)""")
+correct("transfer.fine_tuning.fine_tune_loop", records_as_tuples=(fairness._LOOP_PRELUDE, fairness._LOOP.replace(
+    'return {"loss": losses, "valid_loss": valid_losses, "best_epoch": best, "best_state": kept}',
+    'return {"loss": tuple(losses), "valid_loss": tuple(valid_losses), "best_epoch": int(best), "best_state": kept}')))
 
 
 # ---------------------------------------------------------------------------------------------

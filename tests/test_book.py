@@ -29,7 +29,7 @@ PAGES = ["intro", "self_study", "chapters/ch01_counts", "chapters/ch02_word2vec"
          "exercises/ps01_counts/ps01_counts", "exercises/ps02_word2vec/ps02_word2vec", "exercises/ps03_rnn/ps03_rnn",
          "exercises/ps04_lstm/ps04_lstm", "exercises/ps05_attention/ps05_attention",
          "exercises/ps06_transformer/ps06_transformer", "exercises/ps07_gpt/ps07_gpt",
-         "exercises/ps08_bert/ps08_bert", "api", "bibliography"]
+         "exercises/ps08_bert/ps08_bert", "exercises/ps09_fine_tuning/ps09_fine_tuning", "api", "bibliography"]
 
 
 def _build(folder):

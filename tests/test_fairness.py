@@ -1986,6 +1986,268 @@ answers("bert.masking.mlm_mask", correct={
 })
 
 
+# ps09: fine-tuning. lora_linear's and adamw_step's cases hold arrays made tensors for the call; early_stopping's, plain
+# lists of floats; fine_tune_loop's, small float64 models (a perceptron, one with BatchNorm1d, a tiny BERT classifier
+# read from its layer 1 with frozen layers and a pooler the loss never reaches) and their batches, and it steps with
+# the reference adamw_step and early_stopping by default (the grader puts course_lib's test doubles in their place:
+# they agree to rounding). adamw_step's answer runs inside the stub's `with torch.no_grad():`, so its bodies are
+# indented once more (_NO_GRAD). What no hidden case can see: whether the loop leaves the kept parameters in the model
+# (a model is not plain data; the visible test checks it), and a loop that steps with torch.optim.AdamW itself instead
+# of step_fn (the grader's step_fn is AdamW's).
+def _no_grad(body: str) -> str:
+    """``body`` one level deeper, inside the stub's ``with torch.no_grad():`` (a last comment at the function's level
+    keeps :func:`answer_source`'s dedent from undoing it)."""
+    return textwrap.indent(textwrap.dedent(body).strip("\n"), "    ") + "\n# (the lines above run without gradients)"
+
+
+_LORA = """
+        y = x @ weight.T + scale * ((x @ lora_a.T) @ lora_b.T)
+        return y if bias is None else y + bias"""
+
+answers("transfer.lora.lora_linear", correct={
+    "low_rank_path": _LORA,
+    "functional_linear": "return F.linear(x, weight, bias) + scale * F.linear(F.linear(x, lora_a), lora_b)",
+    "einsum": """
+        low = torch.einsum("...i,ri->...r", x, lora_a)
+        y = torch.einsum("...i,oi->...o", x, weight) + scale * torch.einsum("...r,or->...o", low, lora_b)
+        return y if bias is None else y + bias""",
+    "merged_weight": """
+        merged = weight + scale * (lora_b @ lora_a)  # forms B A, which the layer avoids, but computes the same
+        return F.linear(x, merged, bias)""",
+}, wrong={
+    "scale_missing": (mistake(_LORA, "scale * ((x @ lora_a.T) @ lora_b.T)", "(x @ lora_a.T) @ lora_b.T"), "wrong result"),
+    "scale_on_the_frozen_layer_too": (mistake(_LORA, "y = x @ weight.T + scale * ((x @ lora_a.T) @ lora_b.T)",
+                                              "y = scale * (x @ weight.T + (x @ lora_a.T) @ lora_b.T)"), "wrong result"),
+    "a_and_b_swapped": (mistake(_LORA, "(x @ lora_a.T) @ lora_b.T", "(x @ lora_b.T) @ lora_a.T"), "wrong result"),
+    "a_and_b_not_transposed": (mistake(_LORA, "(x @ lora_a.T) @ lora_b.T", "(x @ lora_a) @ lora_b"), "wrong result"),
+    "bias_twice": ("return F.linear(x, weight, bias) + scale * ((x @ lora_a.T) @ lora_b.T) + bias", "wrong result"),
+    "bias_dropped": ("return x @ weight.T + scale * ((x @ lora_a.T) @ lora_b.T)", "wrong result"),
+    "bias_never_none": ("return x @ weight.T + bias + scale * ((x @ lora_a.T) @ lora_b.T)", "raised"),
+    "through_numpy": ("""
+        low = (x.detach().numpy() @ lora_a.detach().numpy().T) @ lora_b.detach().numpy().T
+        y = x @ weight.T + scale * torch.from_numpy(low)
+        return y if bias is None else y + bias""", "gradient"),
+})
+
+_ADAMW = _no_grad("""
+    beta1, beta2 = betas
+    decayed = param * (1 - lr * weight_decay)
+    m = beta1 * exp_avg + (1 - beta1) * grad
+    v = beta2 * exp_avg_sq + (1 - beta2) * grad ** 2
+    m_hat, v_hat = m / (1 - beta1 ** step), v / (1 - beta2 ** step)
+    return decayed - lr * m_hat / (v_hat.sqrt() + eps), m, v""")
+
+answers("transfer.adamw.adamw_step", correct={
+    "the_equations": _ADAMW,
+    "torch_s_formulation": _no_grad("""
+        beta1, beta2 = betas
+        m = exp_avg.lerp(grad, 1 - beta1)
+        v = exp_avg_sq.mul(beta2).addcmul(grad, grad, value=1 - beta2)
+        step_size = lr / (1 - beta1 ** step)
+        denominator = v.sqrt() / math.sqrt(1 - beta2 ** step) + eps
+        return param.mul(1 - lr * weight_decay).addcdiv(m, denominator, value=-step_size), m, v"""),
+    "clones_then_in_place": _no_grad("""
+        beta1, beta2 = betas
+        new, m, v = param.clone(), exp_avg.clone(), exp_avg_sq.clone()
+        new.mul_(1 - lr * weight_decay)
+        m.mul_(beta1).add_(grad, alpha=1 - beta1)
+        v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        new.addcdiv_(m / (1 - beta1 ** step), (v / (1 - beta2 ** step)).sqrt() + eps, value=-lr)
+        return new, m, v"""),
+}, wrong={
+    "no_bias_correction": (mistake(_ADAMW, "m_hat, v_hat = m / (1 - beta1 ** step), v / (1 - beta2 ** step)",
+                                   "m_hat, v_hat = m, v"), "wrong result"),
+    "l2_added_to_the_gradient": (mistake(_ADAMW, "decayed = param * (1 - lr * weight_decay)",
+                                         "grad = grad + weight_decay * param\n    decayed = param"), "wrong result"),
+    "decay_after_the_update": (mistake(mistake(_ADAMW, "decayed = param * (1 - lr * weight_decay)", "decayed = param"),
+                                       "return decayed - lr * m_hat / (v_hat.sqrt() + eps), m, v",
+                                       "return (decayed - lr * m_hat / (v_hat.sqrt() + eps)) * (1 - lr * weight_decay), m, v"),
+                               "wrong result"),
+    "decay_without_lr": (mistake(_ADAMW, "param * (1 - lr * weight_decay)", "param * (1 - weight_decay)"), "wrong result"),
+    "eps_under_the_root": (mistake(_ADAMW, "(v_hat.sqrt() + eps)", "(v_hat + eps).sqrt()"), "wrong result"),
+    "step_counted_from_zero": (mistake(_ADAMW, "m / (1 - beta1 ** step), v / (1 - beta2 ** step)",
+                                       "m / (1 - beta1 ** (step + 1)), v / (1 - beta2 ** (step + 1))"), "wrong result"),
+    "betas_swapped": (mistake(_ADAMW, "beta1, beta2 = betas", "beta2, beta1 = betas"), "wrong result"),
+    "averages_updated_in_place": (_no_grad("""
+        beta1, beta2 = betas
+        m = exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
+        v = exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        m_hat, v_hat = m / (1 - beta1 ** step), v / (1 - beta2 ** step)
+        return param * (1 - lr * weight_decay) - lr * m_hat / (v_hat.sqrt() + eps), m, v"""), "in place"),
+})
+
+_STOPPING = """
+        best = 0
+        for epoch in range(1, len(losses)):
+            if losses[epoch] < losses[best] - min_delta:
+                best = epoch
+        return best, len(losses) - 1 - best >= patience"""
+
+answers("transfer.early_stopping.early_stopping", correct={
+    "scan_from_epoch_one": _STOPPING,
+    "patience_counter": """
+        best, best_loss, waited = 0, losses[0], 0
+        for epoch, loss in enumerate(losses[1:], start=1):
+            if loss < best_loss - min_delta:
+                best, best_loss, waited = epoch, loss, 0
+            else:
+                waited += 1
+        return best, waited >= patience""",
+    "numpy_scan": """
+        values = np.asarray(losses, dtype=np.float64)
+        best = 0
+        for epoch in range(1, len(values)):
+            if values[epoch] < values[best] - min_delta:
+                best = epoch
+        return int(best), bool(len(values) - 1 - best >= patience)""",
+}, wrong={
+    "ties_improve": (mistake(_STOPPING, "losses[epoch] < losses[best] - min_delta",
+                             "losses[epoch] <= losses[best] - min_delta"), "wrong result"),
+    "argmin_ignoring_min_delta": ("""
+        best = int(np.argmin(losses))
+        return best, len(losses) - 1 - best >= patience""", "wrong result"),
+    "patience_exceeded": (mistake(_STOPPING, ">= patience", "> patience"), "wrong result"),
+    "min_delta_from_the_previous_epoch": (mistake(_STOPPING, "losses[epoch] < losses[best] - min_delta",
+                                                  "losses[epoch] < losses[epoch - 1] - min_delta"), "wrong result"),
+    "the_last_best": ("""
+        best = 0
+        for epoch in range(1, len(losses)):
+            if losses[epoch] <= min(losses[:epoch]) - min_delta:
+                best = epoch
+        return best, len(losses) - 1 - best >= patience""", "wrong result"),
+})
+
+_LOOP_PRELUDE = "from course_lib.transfer.adamw import adamw_step\nfrom course_lib.transfer.early_stopping import early_stopping\n"
+_LOOP = """
+        trained = {name: p for name, p in model.named_parameters() if p.requires_grad}
+        averages = {name: (torch.zeros_like(p), torch.zeros_like(p)) for name, p in trained.items()}
+        losses, valid_losses, kept, step = [], [], None, 0
+        for epoch in range(epochs):
+            model.train()
+            for inputs, labels in batches:
+                step += 1
+                model.zero_grad(set_to_none=True)
+                loss = F.cross_entropy(model(*inputs), labels)
+                loss.backward()
+                with torch.no_grad():
+                    for name, p in trained.items():
+                        if p.grad is not None:
+                            new, m, v = step_fn(p, p.grad, *averages[name], step, lr, betas, eps, weight_decay)
+                            p.copy_(new)
+                            averages[name] = (m, v)
+                losses.append(loss.item())
+            model.eval()
+            with torch.no_grad():
+                valid_losses.append(F.cross_entropy(model(*valid[0]), valid[1]).item())
+            best, stop = stop_fn(valid_losses, patience)
+            if best == epoch:
+                kept = {name: p.detach().clone() for name, p in trained.items()}
+            if stop:
+                break
+        with torch.no_grad():
+            for name, p in trained.items():
+                p.copy_(kept[name])
+        model.eval()
+        return {"loss": losses, "valid_loss": valid_losses, "best_epoch": best, "best_state": kept}"""
+
+
+def _loop_with(old: str, new: str) -> tuple[str, str]:
+    """The loop above with one piece changed (a mistake), after the cells of adamw_step and early_stopping."""
+    return _LOOP_PRELUDE, mistake(_LOOP, old, new)
+
+
+answers("transfer.fine_tuning.fine_tune_loop", correct={
+    "named_parameters": (_LOOP_PRELUDE, _LOOP),
+    "lists_and_a_step_formula": (_LOOP_PRELUDE, """
+        names = [name for name, p in model.named_parameters() if p.requires_grad]
+        params = dict(model.named_parameters())
+        state = {name: [torch.zeros_like(params[name]), torch.zeros_like(params[name])] for name in names}
+        record = {"loss": [], "valid_loss": [], "best_epoch": 0, "best_state": None}
+        for epoch in range(epochs):
+            model.train()
+            for i, (inputs, labels) in enumerate(batches):
+                t = epoch * len(batches) + i + 1
+                for name in names:
+                    params[name].grad = None
+                loss = F.cross_entropy(model(*inputs), labels, reduction="mean")
+                loss.backward()
+                for name in names:
+                    p = params[name]
+                    if p.grad is None:
+                        continue
+                    with torch.no_grad():
+                        new, state[name][0], state[name][1] = step_fn(p.detach(), p.grad, state[name][0],
+                                                                      state[name][1], t, lr, betas, eps, weight_decay)
+                        p.copy_(new)
+                record["loss"].append(float(loss.detach()))
+            with torch.no_grad():
+                model.eval()
+                record["valid_loss"].append(float(F.cross_entropy(model(*valid[0]), valid[1])))
+            record["best_epoch"], stop = stop_fn(record["valid_loss"], patience)
+            if record["best_epoch"] == epoch:
+                record["best_state"] = {name: params[name].detach().clone() for name in names}
+            if stop:
+                break
+        with torch.no_grad():
+            for name in names:
+                params[name].copy_(record["best_state"][name])
+        return record"""),
+    "deep_copy_and_load_state_dict": (_LOOP_PRELUDE, """
+        trained = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+        m = [torch.zeros_like(p) for _, p in trained]
+        v = [torch.zeros_like(p) for _, p in trained]
+        losses, valid_losses, kept, best, t = [], [], {}, 0, 0
+        for epoch in range(epochs):
+            model.train()
+            for inputs, labels in batches:
+                t += 1
+                for _, p in trained:
+                    if p.grad is not None:
+                        p.grad.zero_()
+                loss = F.cross_entropy(model(*inputs), labels)
+                loss.backward()
+                for i, (_, p) in enumerate(trained):
+                    if p.grad is not None:
+                        with torch.no_grad():
+                            new, m[i], v[i] = step_fn(p, p.grad, m[i], v[i], t, lr, betas, eps, weight_decay)
+                            p.copy_(new)
+                losses.append(loss.item())
+            model.eval()
+            with torch.no_grad():
+                valid_losses.append(F.cross_entropy(model(*valid[0]), valid[1]).item())
+            best, stop = stop_fn(valid_losses, patience)
+            if best == epoch:
+                kept = copy.deepcopy({name: p.detach() for name, p in trained})
+            if stop:
+                break
+        model.load_state_dict(kept, strict=False)
+        model.eval()
+        return {"loss": losses, "valid_loss": valid_losses, "best_epoch": best, "best_state": kept}"""),
+}, wrong={
+    "gradients_never_zeroed": (_loop_with("                model.zero_grad(set_to_none=True)\n", ""), "wrong result"),
+    "step_counted_per_epoch": (_loop_with("            model.train()\n", "            model.train()\n            step = 0\n"),
+                               "wrong result"),
+    "validation_in_training_mode": (_loop_with("            model.eval()\n            with torch.no_grad():",
+                                               "            with torch.no_grad():"), "wrong result"),
+    "the_last_epoch_kept": (_loop_with("            if best == epoch:\n", "            best = epoch\n            if True:\n"),
+                            "wrong result"),
+    "kept_state_aliased": (_loop_with("kept = {name: p.detach().clone() for name, p in trained.items()}",
+                                      "kept = {name: p for name, p in trained.items()}"), "wrong result"),
+    "one_epoch_too_many": (_loop_with("for epoch in range(epochs):", "for epoch in range(epochs + 1):"), "wrong result"),
+    "summed_loss": (_loop_with("loss = F.cross_entropy(model(*inputs), labels)",
+                               "loss = F.cross_entropy(model(*inputs), labels, reduction='sum')"), "wrong result"),
+    "gradless_parameters_stepped": (_loop_with("""                        if p.grad is not None:
+                            new, m, v = step_fn(p, p.grad, *averages[name], step, lr, betas, eps, weight_decay)""",
+                                               """                        if True:
+                            grad = p.grad if p.grad is not None else torch.zeros_like(p)
+                            new, m, v = step_fn(p, grad, *averages[name], step, lr, betas, eps, weight_decay)"""),
+                                    "wrong result"),
+    "frozen_parameters_trained": (_loop_with(
+        "trained = {name: p for name, p in model.named_parameters() if p.requires_grad}",
+        "trained = dict(model.named_parameters())"), "wrong result"),
+})
+
+
 # ---------------------------------------------------------------------------------------------
 # Bug classes (issue 23): for every exercise, the realistic kinds of mistake its docstring rules out, each made by
 # one or more wrong answers, every one of which must fail at least two hidden cases (the test above). The mistakes
@@ -2628,6 +2890,36 @@ BUG_CLASSES: dict[str, dict[str, list[str]]] = {
         "the spread of the rows' counts (a fixed number per row, a chance that varies by row)":
             ["exactly_round_pn_per_row", "exact_fates_per_row", "chance_varies_by_row"],
         "ids changed in place": ["ids_changed_in_place", IN_PLACE]},
+    "transfer.lora.lora_linear": {
+        "the scale (missing, on the frozen layer too)": ["scale_missing", "scale_on_the_frozen_layer_too"],
+        "A and B (swapped, not transposed)": ["a_and_b_swapped", "a_and_b_not_transposed"],
+        "the bias (twice, dropped, added when None)": ["bias_twice", "bias_dropped", "bias_never_none"],
+        "gradients cut (a detour through numpy)": ["through_numpy"],
+        "inputs changed in place": [IN_PLACE],
+        "float64 for float32 inputs": [UPCAST]},
+    "transfer.adamw.adamw_step": {
+        "the bias correction (none, counted from step 0)": ["no_bias_correction", "step_counted_from_zero"],
+        "the weight decay (added to the gradient, after the update, without lr)": [
+            "l2_added_to_the_gradient", "decay_after_the_update", "decay_without_lr"],
+        "eps under the square root": ["eps_under_the_root"],
+        "the betas swapped": ["betas_swapped"],
+        "inputs changed in place": ["averages_updated_in_place", IN_PLACE],
+        "float64 for float32 inputs": [UPCAST]},
+    "transfer.early_stopping.early_stopping": {
+        "ties (an equal loss improves, the last best kept)": ["ties_improve", "the_last_best"],
+        "min_delta (ignored by an argmin, measured from the previous epoch)": [
+            "argmin_ignoring_min_delta", "min_delta_from_the_previous_epoch"],
+        "patience off by one": ["patience_exceeded"],
+        "the losses changed in place": [IN_PLACE]},
+    "transfer.fine_tuning.fine_tune_loop": {
+        "the steps (gradients never zeroed, counted per epoch, a summed loss)": [
+            "gradients_never_zeroed", "step_counted_per_epoch", "summed_loss"],
+        "validation in training mode": ["validation_in_training_mode"],
+        "the kept epoch (the last one, an alias of the parameters)": ["the_last_epoch_kept", "kept_state_aliased"],
+        "one epoch too many": ["one_epoch_too_many"],
+        "parameters that must not change (frozen ones trained, ones without a gradient stepped)": [
+            "frozen_parameters_trained", "gradless_parameters_stepped"],
+        "the batches changed in place": [IN_PLACE]},
 }
 """For every exercise, its realistic bug classes and the wrong answers (or generic closures) that make each."""
 

@@ -227,6 +227,23 @@ def test_fine_tune_loop_runs_its_step_and_stop_functions():
     np.testing.assert_allclose(history["loss"], twin["loss"], rtol=1e-12)  # PyTorch's step gives the same
 
 
+def test_fine_tune_loop_steps_with_the_step_fn_it_is_given():
+    model, batches, valid = toy_problem()
+    twin = copy.deepcopy(model)
+    history = fine_tune_loop(model, batches, valid, epochs=1, lr=0.5, step_fn=scaffolds.sgd_step)
+    trained = [twin[2].weight, twin[2].bias]
+    for inputs, labels in batches:  # plain gradient descent, by hand
+        grads = torch.autograd.grad(F.cross_entropy(twin(*inputs), labels), trained)
+        with torch.no_grad():
+            for p, g in zip(trained, grads):
+                p -= 0.5 * g
+    torch.testing.assert_close(model[2].weight, twin[2].weight, rtol=1e-12, atol=1e-14)
+    assert len(history["loss"]) == len(batches)
+    m, v = torch.ones(2), torch.full((2,), 2.0)
+    new, m2, v2 = scaffolds.sgd_step(torch.zeros(2), torch.ones(2), m, v, 1, 0.1)
+    assert torch.equal(new, torch.full((2,), -0.1)) and torch.equal(m2, m) and m2 is not m and torch.equal(v2, v)
+
+
 def test_fine_tune_loop_leaves_a_parameter_without_gradient_alone():
     model, batches, valid = toy_problem()
     model.unused = nn.Parameter(torch.ones(3, dtype=torch.float64))  # trainable, but no loss reaches it

@@ -1,11 +1,11 @@
-"""One mistake, one function: a realistic mistake planted in each exercised function of ps01-ps08 in turn
+"""One mistake, one function: a realistic mistake planted in each exercised function of ps01-ps09 in turn
 costs that function's points and nothing else.
 
 Each variant is graded by the grader's own graded run (:func:`course_tools.grading.probe_plan.write` and
 :mod:`course_tools.in_sandbox.probe_runner`: a fresh process per test cell, the scaffolds of
 :mod:`course_tools.grading.scaffolds` in place of the other exercises a function calls) in the assignment's
 student edition, without the sandbox (whose walls are tested in test_sandbox and test_redteam) and
-without nbgrader (whose recording of the same verdicts test_grading checks), so that all 39 mistakes
+without nbgrader (whose recording of the same verdicts test_grading checks), so that all 43 mistakes
 take seconds. Verdicts are the grader's: :func:`course_tools.grading.verdicts.judge` on the answer keys.
 """
 
@@ -73,6 +73,12 @@ MISTAKES = {
     ("ps08_bert", "bert_self_attention"): ("(q / math.sqrt(q.shape[-1]))", "q"),  # not scaled
     ("ps08_bert", "mean_pool"): ("/ weights.sum(dim=1)", "/ hidden.shape[1]"),  # padding counted
     ("ps08_bert", "mlm_mask"): ("(fate >= 0.8) & (fate < 0.9)", "(fate >= 0.8)"),  # 20 % random tokens
+    ("ps09_fine_tuning", "lora_linear"): ("scale * ((x @ lora_a.T) @ lora_b.T)", "((x @ lora_a.T) @ lora_b.T)"),  # no scale
+    ("ps09_fine_tuning", "adamw_step"): ("m / (1 - beta1 ** step)", "m"),  # no bias correction of m
+    ("ps09_fine_tuning", "early_stopping"): ("if loss < losses[best] - min_delta:",
+                                             "if loss <= losses[best] - min_delta:"),  # a tie improves
+    ("ps09_fine_tuning", "fine_tune_loop"): ("kept = {name: p.detach().clone() for name, p in trained.items()}",
+                                             "kept = {name: p.detach() for name, p in trained.items()}"),  # aliased
 }
 ASSIGNMENTS = sorted({a for a, _ in MISTAKES})
 

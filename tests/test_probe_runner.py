@@ -422,6 +422,31 @@ LATER_CHEATS = {
                                         (xs_, h0_, W_, U_, b_), False, False)
             return tuple(g.detach().numpy() for g in grads)
         """,
+    # ps09: the course's own computations of each exercise, which the grader makes unusable while it is graded
+    ("ps09_fine_tuning", "lora_linear", "the merged weight of course_lib's LoRA layers"): """
+        def lora_linear(x, weight, bias, lora_a, lora_b, scale):
+            from course_lib.transfer import lora
+            scale = check_lora_args(x, weight, bias, lora_a, lora_b, scale)
+            return F.linear(x, weight + lora.lora_delta(lora_a, lora_b, scale), bias)
+        """,
+    ("ps09_fine_tuning", "adamw_step", "torch.optim.AdamW under another name"): """
+        def adamw_step(param, grad, exp_avg, exp_avg_sq, step, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
+            import importlib
+            make = getattr(importlib.import_module("torch." + "optim"), "Adam" + "W")
+            copy = param.detach().clone().requires_grad_(True)
+            optimizer = make([copy], lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay)
+            optimizer.state[copy] = {"step": torch.tensor(float(step - 1)), "exp_avg": exp_avg.clone(),
+                                     "exp_avg_sq": exp_avg_sq.clone()}
+            copy.grad = grad.clone()
+            optimizer.step()
+            return copy.detach(), optimizer.state[copy]["exp_avg"], optimizer.state[copy]["exp_avg_sq"]
+        """,
+    ("ps09_fine_tuning", "early_stopping", "the scaffold that stands in for it"): """
+        def early_stopping(losses, patience=2, min_delta=0.0):
+            check_stopping_args(losses, patience, min_delta)
+            best, stop = patience_counter(losses, patience, min_delta)
+            return best, bool(stop)
+        """,
 }
 
 

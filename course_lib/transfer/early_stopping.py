@@ -56,7 +56,7 @@ def early_stopping(losses, patience: int = 2, min_delta: float = 0.0) -> tuple[i
     losses, patience, min_delta = check_stopping_args(losses, patience, min_delta)
     ### BEGIN SOLUTION
     best = 0
-    for epoch, loss in enumerate(losses):
+    for epoch, loss in enumerate(losses):  # epoch 0 against itself: no change
         if loss < losses[best] - min_delta:
             best = epoch
     return best, len(losses) - 1 - best >= patience

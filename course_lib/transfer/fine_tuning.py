@@ -106,7 +106,7 @@ def fine_tune_loop(model, batches, valid, epochs: int, lr: float, weight_decay: 
     trained = {name: p for name, p in model.named_parameters() if p.requires_grad}
     averages = {name: (torch.zeros_like(p), torch.zeros_like(p)) for name, p in trained.items()}
     losses, valid_losses, best, kept, step = [], [], 0, None, 0
-    for epoch in range(epochs):
+    for epoch in range(epochs):  # at most epochs: stop_fn may end it sooner
         model.train()
         for inputs, labels in batches:
             step += 1
@@ -114,22 +114,22 @@ def fine_tune_loop(model, batches, valid, epochs: int, lr: float, weight_decay: 
                 p.grad = None
             loss = F.cross_entropy(model(*inputs), labels)
             loss.backward()
-            with torch.no_grad():
+            with torch.no_grad():  # the update is not part of the graph
                 for name, p in trained.items():
                     if p.grad is not None:
                         new, m, v = step_fn(p, p.grad, *averages[name], step, lr, betas, eps, weight_decay)
                         p.copy_(new)
                         averages[name] = (m, v)
-            losses.append(loss.item())
+            losses.append(loss.item())  # the batch's mean loss
         model.eval()
-        with torch.no_grad():
+        with torch.no_grad():  # scored without a graph
             valid_losses.append(F.cross_entropy(model(*valid[0]), valid[1]).item())
         best, stop = stop_fn(valid_losses, patience)
         if best == epoch:
             kept = {name: p.detach().clone() for name, p in trained.items()}
         if stop:
             break
-    with torch.no_grad():
+    with torch.no_grad():  # the kept copy back into the model
         for name, p in trained.items():
             p.copy_(kept[name])
             p.grad = None

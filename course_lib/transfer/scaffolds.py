@@ -47,3 +47,17 @@ def patience_counter(losses, patience=2, min_delta=0.0):
         else:
             waited += 1
     return best, waited >= patience
+
+
+def sgd_step(param, grad, exp_avg, exp_avg_sq, step, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
+    """Plain gradient descent with AdamW's arguments, ``theta - lr g``: for checking that a loop steps with its ``step_fn``. Chapter 9.
+
+    Takes what :func:`course_lib.transfer.adamw.adamw_step` takes (tensors of any shape, all one
+    shape) and returns ``(param - lr * grad, exp_avg, exp_avg_sq)``: the averages unchanged,
+    ``betas``, ``eps`` and ``weight_decay`` ignored. A loop that stepped with an optimiser of its own
+    instead of the ``step_fn`` it is given computes other parameters. The arguments are not modified.
+    """
+    import torch
+
+    with torch.no_grad():
+        return param - lr * grad, exp_avg.clone(), exp_avg_sq.clone()

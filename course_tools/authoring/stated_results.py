@@ -85,6 +85,11 @@ EXPERIMENTS: dict[str, Experiment] = {
          Value("tfidf_accuracy", "test accuracy of the bag of words", 1.0, fmt=".1f", **_PERCENT)),
         seeded=False, margin_reason="on each side for the rounding of another computer or of another order of "
                                     "operations (the largest difference: anything below 1e-4, float32's rounding)"),
+    "ps09_fine_tuning": Experiment(
+        (Value("lora_accuracy", "test accuracy with a LoRA on the top block", 2.0, fmt=".1f", **_PERCENT),
+         Value("head_accuracy", "test accuracy of the head alone", 2.0, fmt=".1f", **_PERCENT),
+         Value("lora_valid_loss", "validation loss of the epoch kept, LoRA", 0.02, fmt=".3f", low=0.0),
+         Value("head_valid_loss", "validation loss of the epoch kept, head alone", 0.02, fmt=".3f", low=0.0))),
 }
 """The experiments whose results a page states, by assignment. Margins are absolute, in the value's unit."""
 
