@@ -33,7 +33,8 @@ that follow the book:
   language modelling and next sentence prediction, fine-tuning and the analysis of
   layers and heads (:doc:`/chapters/ch08_bert`).
 - :mod:`course_lib.transfer`: after BERT, chapter 9. The attention masks of the three
-  families, T5's span corruption, LoRA, AdamW, early stopping and the fine-tuning loop,
+  families, T5's span corruption and a pre-training on it against masked language
+  modelling, LoRA, AdamW, early stopping and the fine-tuning loop,
   grouped-query attention and its cache, and a power law fitted with an interval
   (:doc:`/chapters/ch09_after_bert`).
 - Shared by all chapters: :mod:`course_lib.checks` (argument checks),
