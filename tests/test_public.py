@@ -209,7 +209,7 @@ def test_calendar_of_a_class_in_the_middle_of_the_term(root):
 
 @pytest.mark.parametrize("released, revealed, message", [
     (["ps01", "ps02"], ["ps01", "ps02", "ps03"], "ps03_rnn is revealed but not released"),
-    (["ps01", "ps09"], [], "'ps09' is not a problem set; the problem sets are ps01_counts (ps01)"),
+    (["ps01", "ps99"], [], "'ps99' is not a problem set; the problem sets are ps01_counts (ps01)"),
     (["ps01", "attention"], [], "'attention' is not a problem set"),
     (["ps01", "ps02", "ps03"], ["ps01", "ps03"], "ps03_rnn is revealed but ps02_word2vec is not"),
     (["ps01", "ps02", "ps03"], ["ps01"], "ps03_rnn cannot be released while ps02_word2vec is not revealed"),
