@@ -161,7 +161,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,7 +1,7 @@
 """A throwaway PostgreSQL server for a gradebook, from the binaries the ``pgserver`` package ships.
 
 nbgrader's gradebook is any SQLAlchemy database (``NBGRADER_DB_URL``); a course with
-several graders or a Dask cluster (:mod:`course_tools.distributed_grading`) points it at
+several graders or a Dask cluster (:mod:`course_tools.grading.cluster`) points it at
 PostgreSQL. The test suite and the benchmark need a real server they can start and stop
 without a system installation, so :func:`throwaway_postgres` runs PostgreSQL 16 from the
 wheel ``pgserver`` (PostgreSQL licence; we call its ``initdb``, ``pg_ctl`` and ``createdb``
