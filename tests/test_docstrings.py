@@ -64,7 +64,7 @@ METHODS = [(module, f"{name}.{method}", func) for module, name, obj in PUBLIC if
 FUNCTIONS = [(module, name, obj) for module, name, obj in PUBLIC if _is_function(obj)] + METHODS
 
 # Public functions and methods that take and return no array (so have no shape to give).
-NO_ARRAYS = {"course_lib.notebook.glue", "course_lib.notebook.stop_at_unrevealed", 
+NO_ARRAYS = {"course_lib.bert.pretraining.bert_adamw", "course_lib.notebook.glue", "course_lib.notebook.stop_at_unrevealed", 
     "course_lib.attention.decoding.check_search_args",  # a function and ints
     "course_lib.attention.number_phrases.english_tokens",  # words of a number
     "course_lib.attention.number_phrases.german_tokens",

@@ -27,7 +27,7 @@ from course_lib import checks
 from course_lib.bert.encoding import encode_ids, encode_layers, length_batches, pad_ids, pad_states
 from course_lib.bert.model import BertModel
 from course_lib.bert.pooling import mean_pool
-from course_lib.bert.pretraining import linear_warmup_decay
+from course_lib.bert.pretraining import bert_adamw, linear_warmup_decay
 from course_lib.progress import progress_bar
 from course_lib.training import TrainingHistory, eval_mode, optimizer_step, torch_seed
 
@@ -182,11 +182,7 @@ def fine_tune(model: BertClassifier, tokenizer, texts: Sequence[str], labels, ep
         valid_labels = _check_texts(valid[0], valid[1], num_classes)
         valid_inputs = _Inputs(model, tokenizer, valid[0], start, valid_states, max_length, batch_size)
     params = model.trained_parameters(train_layers)
-    names = {id(p): n for n, p in model.named_parameters()}
-    no_decay = [p for p in params if names[id(p)].endswith("bias") or "norm" in names[id(p)]]
-    decay = [p for p in params if all(p is not q for q in no_decay)]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
-                                   {"params": no_decay, "weight_decay": 0.0}], lr=lr)
+    optimizer = bert_adamw(model, lr, weight_decay, params)
     rng = np.random.default_rng(seed)
     per_epoch = len(length_batches(inputs.lengths, batch_size))
     schedule = linear_warmup_decay(int(warmup * epochs * per_epoch), epochs * per_epoch)

@@ -165,6 +165,24 @@ def linear_warmup_decay(warmup: int, steps: int) -> Callable[[int], float]:
     return factor
 
 
+def bert_adamw(model: nn.Module, lr: float, weight_decay: float, params=None) -> torch.optim.AdamW:
+    """AdamW as BERT was trained with it: weight decay on the weights, none on biases and LayerNorms. Chapter 8.
+
+    ``params`` (default: every parameter of ``model``) are the parameters to train; each is
+    placed by its name in ``model``: a name ending in ``bias`` or holding ``norm`` gets no
+    decay. Used by chapter 8's pre-training and fine-tuning and chapter 9's pre-training.
+    Takes a model and returns its optimiser, no array.
+    """
+    chosen = None if params is None else {id(p) for p in params}
+    named = [(n, p) for n, p in model.named_parameters() if chosen is None or id(p) in chosen]
+    if chosen is not None and len(named) != len(chosen):
+        raise ValueError("params must be parameters of model")
+    plain = [p for n, p in named if n.endswith("bias") or "norm" in n]
+    decayed = [p for n, p in named if not (n.endswith("bias") or "norm" in n)]
+    return torch.optim.AdamW([{"params": decayed, "weight_decay": weight_decay},
+                              {"params": plain, "weight_decay": 0.0}], lr=lr)
+
+
 def _masked_batch(pairs, tokenizer, mask_fn, probability, generator):
     batch, nsp_labels = collate_pairs(pairs, tokenizer)
     inputs, labels = mask_fn(batch.ids, tokenizer.special_ids, tokenizer.mask_id, len(tokenizer), probability,
@@ -224,10 +242,7 @@ def pretrain(model: BertForPreTraining, tokenizer: WordPieceTokenizer, pairs: Se
     if len(tokenizer) != model.config.vocab_size:
         raise ValueError(f"the tokenizer has {len(tokenizer)} tokens, the model's vocabulary {model.config.vocab_size}")
     schedule = linear_warmup_decay(max(1, steps // 10) if warmup is None else warmup, steps)
-    decay = [p for n, p in model.named_parameters() if not (n.endswith("bias") or "norm" in n)]
-    no_decay = [p for n, p in model.named_parameters() if n.endswith("bias") or "norm" in n]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
-                                   {"params": no_decay, "weight_decay": 0.0}], lr=lr)
+    optimizer = bert_adamw(model, lr, weight_decay)
     rng = np.random.default_rng(seed)
     generator = torch.Generator().manual_seed(seed)
     valid = []

@@ -30,7 +30,8 @@ from torch.nn import functional as F
 
 from course_lib import checks
 from course_lib.bert.masking import IGNORE, mlm_mask
-from course_lib.bert.pretraining import BertForPreTraining, linear_warmup_decay
+from course_lib.bert.encoding import pad_ids
+from course_lib.bert.pretraining import BertForPreTraining, bert_adamw, linear_warmup_decay
 from course_lib.training import TrainingHistory, eval_mode, optimizer_step, torch_seed
 from course_lib.transfer.span_batches import SpanBatch
 from course_lib.transformer.translator import Transformer
@@ -43,14 +44,6 @@ def _sentences(sentences, least: int = 1) -> list[list[int]]:
     short = [len(s) for s in out if len(s) < least]
     if short:
         raise ValueError(f"every sentence needs at least {least} tokens, got one of {short[0]}")
-    return out
-
-
-def _padded(rows: Sequence[Sequence[int]], fill: int) -> torch.Tensor:
-    """``(B, T)`` int64 of ``B`` rows padded with ``fill`` to the longest, ``T``."""
-    out = torch.full((len(rows), max(map(len, rows))), fill, dtype=torch.int64)
-    for row, ids in enumerate(rows):
-        out[row, :len(ids)] = torch.as_tensor(ids, dtype=torch.int64)
     return out
 
 
@@ -78,10 +71,10 @@ def mlm_batch(sentences, tokenizer, generator: torch.Generator | None = None,
         longest sentence plus 2; labels are ``IGNORE`` (-100) where nothing is predicted.
     """
     rows = [[tokenizer.cls_id, *s, tokenizer.sep_id] for s in _sentences(sentences)]
-    ids = _padded(rows, tokenizer.pad_id)  # (B, T)
-    inputs, labels = mlm_mask(ids, tokenizer.special_ids, tokenizer.mask_id, len(tokenizer), probability,
+    padded = pad_ids(rows, tokenizer.pad_id)  # (B, T) ids and padding mask
+    inputs, labels = mlm_mask(padded.ids, tokenizer.special_ids, tokenizer.mask_id, len(tokenizer), probability,
                               generator)
-    return inputs, _padded([[1] * len(r) for r in rows], 0).bool(), labels
+    return inputs, padded.padding, labels
 
 
 def mlm_loss(model: BertForPreTraining, batch) -> torch.Tensor:
@@ -158,11 +151,7 @@ def pretrain_objective(model: torch.nn.Module, loss_fn: Callable, batch_fn: Call
     steps, batch_size = checks.positive_int(steps, "steps"), checks.positive_int(batch_size, "batch_size")
     sentences = _sentences(sentences)
     schedule = linear_warmup_decay(max(1, steps // 10) if warmup is None else warmup, steps)
-    named = list(model.named_parameters())  # a tied table appears once
-    no_decay = [p for n, p in named if n.endswith("bias") or "norm" in n]
-    decay = [p for n, p in named if not (n.endswith("bias") or "norm" in n)]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
-                                   {"params": no_decay, "weight_decay": 0.0}], lr=lr)
+    optimizer = bert_adamw(model, lr, weight_decay)  # a tied table is one parameter
     rng, generator = np.random.default_rng(seed), torch.Generator().manual_seed(seed)
     history = {"loss": [], "lr": [], "grad_norm": []}
     model.train()
@@ -222,11 +211,12 @@ def mlm_blank_logits(model: BertForPreTraining, tokenizer, sentences, positions,
     positions = _check_positions(sentences, positions, width)
     rows = [[tokenizer.cls_id, *s[:p], *[tokenizer.mask_id] * width, *s[p + width:], tokenizer.sep_id]
             for s, p in zip(sentences, positions.tolist())]
-    ids = _padded(rows, tokenizer.pad_id)  # (N, T)
+    padded = pad_ids(rows, tokenizer.pad_id)  # (N, T) ids and padding mask
+    ids = padded.ids
     labels = torch.full_like(ids, IGNORE)
     labels[torch.arange(len(rows)), positions + 1] = 0  # any label: it only marks where to predict
     with eval_mode(model):
-        return model(ids, None, ids != tokenizer.pad_id, labels).mlm_logits
+        return model(ids, None, padded.padding, labels).mlm_logits
 
 
 @torch.no_grad()
@@ -252,7 +242,7 @@ def span_blank_logits(model: Transformer, sentences, positions, sentinel: int, s
     rows = [[*s[:p], sentinel, *s[p + width:]] for s, p in zip(sentences, positions.tolist())]
     target_in = torch.tensor([[start_id, sentinel]] * len(sentences))  # (N, 2)
     with eval_mode(model):
-        logits, _ = model(_padded(rows, 0), torch.tensor([len(r) for r in rows]), target_in)  # (N, 2, V)
+        logits, _ = model(pad_ids(rows, 0).ids, torch.tensor([len(r) for r in rows]), target_in)  # (N, 2, V)
     return logits[:, 1]
 
 
