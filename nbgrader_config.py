@@ -16,6 +16,7 @@ from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from nbconvert.preprocessors import ClearMetadataPreprocessor
 
 from course_tools.grading.autograde import SandboxedExecute
+from course_tools.grading.verdict_store import SaveVerdicts
 
 c = get_config()  # noqa: F821 (defined by nbgrader when it loads this file)
 
@@ -29,10 +30,11 @@ if os.environ.get("NBGRADER_DB_URL"):
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 
 # Every notebook runs in a sandbox with the student edition of course_lib, and every test's
-# verdict is decided outside it from the answer keys (course_tools/grading/autograde.py).
+# verdict is decided outside it from the answer keys (course_tools/grading/autograde.py); SaveVerdicts keeps
+# every verdict, case by case, and the notes on each run in the gradebook (course_tools/grading/verdict_store.py).
 c.Autograde.autograde_preprocessors = [
     SandboxedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
-    SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
+    SaveAutoGrades, SaveVerdicts, AssignLatePenalties, CheckCellMetadata,
 ]
 # Limits (course_tools/grading/sandbox.py, Limits): time is measured as CPU time, which a busy machine does
 # not change (c.SandboxedExecute.cell_cpu_seconds = 120 per cell, notebook_cpu_seconds = 600 per

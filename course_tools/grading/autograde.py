@@ -28,8 +28,9 @@ so that one process writes the gradebook. A notebook without a fitting result is
 The expected values never enter the sandbox, and nothing the sandbox can write on disk is
 trusted (:func:`course_tools.grading.verdicts.read_untrusted`), so nothing a submission does
 (monkeypatching numpy, the checks or the probe, hooks, catching exceptions, always-equal
-objects, threads, forged files) can turn a failed verdict into a pass. Notes for the
-instructor go to ``_grading/<assignment>/notes/<student>.json``.
+objects, threads, forged files) can turn a failed verdict into a pass. The notes for the instructor
+and every verdict, case by case, go to the gradebook with the grades
+(:class:`course_tools.grading.verdict_store.SaveVerdicts`, the step after nbgrader's ``SaveAutoGrades``).
 """
 
 from __future__ import annotations
@@ -147,14 +148,15 @@ def grade_notebook(nb, assignment: str, student: str, course: Path, experiments:
     """Run ``nb`` (a staged notebook, modified in place) and put the verdicts in its test cells.
 
     ``record`` is the submission's staging record (a refused one is not run: every test fails).
-    Returns the notes for the instructor; ``nb.metadata["grading_seconds"]`` is the sandboxed run's time.
+    Returns the notes for the instructor; ``nb.metadata["grading_seconds"]`` is the sandboxed run's time and
+    ``nb.metadata["course_verdicts"]`` every test cell's verdict record (:mod:`course_tools.grading.verdict_store`).
     """
     key = answer_keys.load(assignment, course)
     limits = limits or sandbox.Limits()
     notes = list(record.notes) if record else []
     if record and record.refused:
         notes.insert(0, f"not graded: {record.refused}")
-        _apply_verdicts(nb, key, None)  # every test fails, with the reason in the notes
+        nb.metadata["course_verdicts"] = _apply_verdicts(nb, key, None)  # every test fails, the reason in the notes
         return notes
     release_nb = _release(course, assignment)
     canonical = experiment_sources(release_nb)
@@ -188,7 +190,7 @@ def grade_notebook(nb, assignment: str, student: str, course: Path, experiments:
         nb.metadata["grading_seconds"] = round(seconds, 2)
         if wall:
             nb.metadata["grading_wall_timeout"] = True
-        _apply_verdicts(nb, key, cells)
+        nb.metadata["course_verdicts"] = _apply_verdicts(nb, key, cells)
     finally:
         shutil.rmtree(job, ignore_errors=True)
     return notes
@@ -317,16 +319,21 @@ def _merge(nb, job: Path, origin, result: sandbox.RunResult, limits: sandbox.Lim
     return [n[:300] for n in notes[:MAX_NOTES]] + ([f"... and {len(notes) - MAX_NOTES} more"] if len(notes) > MAX_NOTES else [])
 
 
-def _apply_verdicts(nb, key: dict, results: dict | None) -> None:
-    """Put each graded cell's verdict in it; ``results``: the probe runner's ``grade_id -> outcome``."""
+def _apply_verdicts(nb, key: dict, results: dict | None) -> list[dict]:
+    """Put each graded cell's verdict in it and return their records for the gradebook
+    (:func:`course_tools.grading.verdicts.verdict_record`); ``results``: the probe runner's ``grade_id -> outcome``."""
+    records = []
     for cell in nb.cells:
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
         if cell.cell_type != "code" or grade_id not in key:
             continue
         entry = key[grade_id]
         outcome = results.get(grade_id) if results else None
-        cell.outputs = [_verdict_output(verdicts.judge(entry, outcome if isinstance(outcome, dict) else None,
-                                                       secret=entry["kind"] == "hidden"))]
+        verdict, record = verdicts.verdict_record(grade_id, entry, outcome if isinstance(outcome, dict) else None,
+                                                  secret=entry["kind"] == "hidden")
+        cell.outputs = [_verdict_output(verdict)]
+        records.append(record)
+    return records
 
 
 class SandboxedExecute(NbGraderPreprocessor):
@@ -357,10 +364,12 @@ class SandboxedExecute(NbGraderPreprocessor):
         experiments = os.environ.get("COURSE_GRADE_EXPERIMENTS", "1") != "0"
         sandboxed = os.environ.get("COURSE_GRADE_UNSANDBOXED") != "1"
         results = os.environ.get("COURSE_GRADE_RESULTS")
+        graded = {"seconds": None, "worker": None}
         try:
             result = tasks.load_result(Path(results) / f"{student}.json") if results else None
-            if result is not None and tasks.replay(nb, result):
-                notes = result.notes  # graded by a worker (course_tools.grading.cluster): recorded here
+            if result is not None and result.format == tasks.RESULT_FORMAT and tasks.replay(nb, result):
+                notes, records = result.notes, result.verdicts  # graded by a worker (course_tools.grading.cluster)
+                graded.update(seconds=result.seconds, worker=result.worker)
                 how = f"recorded the result of worker {result.worker} ({result.seconds} s)"
             else:
                 if result is not None:
@@ -368,15 +377,15 @@ class SandboxedExecute(NbGraderPreprocessor):
                 limits = self.limits()
                 record = staging.load_record(grading_dir(course, assignment) / "records" / f"{student}.json")
                 notes = grade_notebook(nb, assignment, student, course, experiments, sandboxed, limits, record)
-                how = f"ran it in the sandbox here in {nb.metadata.pop('grading_seconds', None)} s"
+                records = nb.metadata.pop("course_verdicts", [])
+                graded["seconds"] = nb.metadata.pop("grading_seconds", None)
+                how = f"ran it in the sandbox here in {graded['seconds']} s"
         except Exception as error:  # noqa: BLE001 - one notebook's trouble must not stop the batch
             self.log.exception("grading %s of %s failed", assignment, student)
             notes = [f"the grader failed on this notebook ({type(error).__name__}: {str(error)[:200]}); "
                      f"its tests were marked failed: see the log"]
-            _apply_verdicts(nb, answer_keys.load(assignment, course), None)
+            records = _apply_verdicts(nb, answer_keys.load(assignment, course), None)
             how = "failed"
         self.log.info("%s of %s: %s", assignment, student, how)
-        folder = grading_dir(course, assignment) / "notes"
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"{student}.json").write_text(json.dumps(notes))
+        resources["course_grading"] = dict(graded, notes=notes, verdicts=records)  # for SaveVerdicts
         return nb, resources

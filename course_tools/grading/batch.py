@@ -37,7 +37,6 @@ The exit status is 0 when every submission was graded without a note that needs 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -49,10 +48,11 @@ from course_tools import tool_env
 from .autograde import grading_dir
 from .cluster import ClusterUnavailable, connect, run_tasks
 from .recording import Recorder
-from .tasks import Result, Task, load_result, save_result
+from .tasks import RESULT_FORMAT, Result, Task, load_result, save_result
 from .worker import course_fingerprint
 from .sandbox import Limits, memory_unbounded, unavailable
 from .staging import save_record, stage
+from . import verdict_store
 
 ALONE_NOTE = "graded again alone after a wall-clock limit was hit while the machine was busy"
 
@@ -92,7 +92,7 @@ def _grade(assignment: str, course: Path, releases: list[Path], experiments: boo
            started: float, connection) -> int:
     """:func:`grade` once grading may go ahead, with the cluster ``connection`` being made (``None``: serial)."""
     work = grading_dir(course, assignment)
-    for name in ("staged", "records", "notes", "recorded"):
+    for name in ("staged", "records", "notes", "recorded"):  # notes/: where notes went before the gradebook kept them
         shutil.rmtree(work / name, ignore_errors=True)
     folders = sorted(p for p in (course / "submitted").glob(f"*/{assignment}")
                      if p.is_dir() or p.is_symlink())
@@ -109,7 +109,7 @@ def _grade(assignment: str, course: Path, releases: list[Path], experiments: boo
                           asdict(record), experiments, sandboxed, limits, common))
     results = work / "results"
     kept = {t.student: r for t in tasks if (r := load_result(results / f"{t.student}.json"))
-            and r.fingerprint == t.fingerprint and not regrade}
+            and r.fingerprint == t.fingerprint and r.format == RESULT_FORMAT and not regrade}
     todo = [t for t in tasks if t.student not in kept]
     for task in todo:  # a stale result must never be recorded, even if this task fails
         (results / f"{task.student}.json").unlink(missing_ok=True)
@@ -155,7 +155,8 @@ def _grade(assignment: str, course: Path, releases: list[Path], experiments: boo
         returncode = recorder.close()
     recording = time.time() - waiting
     log = work / "autograde.log"
-    attention = _report(records, _scores(course, assignment), failures, work)
+    scores, notes = _scores(course, assignment)
+    attention = _report(records, scores, notes, failures)
     print(_summary(fresh, kept, failures, time.time() - started, recording, len(regraded),
                    recorder.seconds / max(1, len(recorder.recorded) + len(recorder.failed)))
           + f"; nbgrader's log: {log.relative_to(course)}")
@@ -166,13 +167,14 @@ def _grade(assignment: str, course: Path, releases: list[Path], experiments: boo
     return 1 if attention else 0
 
 
-def _report(records: dict, scores: dict, failures: dict[str, str], work: Path) -> bool:
-    """Print one line per student: score and notes. True when any submission needs the instructor's attention."""
+def _report(records: dict, scores: dict, recorded_notes: dict[str, list[str]], failures: dict[str, str]) -> bool:
+    """Print one line per student: score and notes (as the gradebook holds them). True when any submission needs
+    the instructor's attention."""
     attention = bool(failures)
     for student in sorted(records):
         score = scores.get(student) if student not in failures else None
         shown = f"{score[0]:g}/{score[1]:g}" if score else "not graded"
-        notes = _notes(work, student) or records[student].notes
+        notes = recorded_notes.get(student) or records[student].notes
         if student in failures:
             notes = [f"not graded: the grading task failed ({failures[student]}); it is graded again next time"]
         elif records[student].refused and not any(n.startswith("not graded") for n in notes):
@@ -252,27 +254,25 @@ def _summary(fresh: dict[str, Result], kept: dict[str, Result], failures: dict[s
     return "; ".join(parts)
 
 
-def _notes(work: Path, student: str) -> list[str]:
-    try:
-        notes = json.loads((work / "notes" / f"{student}.json").read_text())
-        return [str(n) for n in notes] if isinstance(notes, list) else []
-    except (OSError, ValueError):
-        return []
-
-
-def _scores(course: Path, assignment: str) -> dict[str, tuple[float, float, float]]:
-    """``student -> (score, max score, points waiting to be graded by hand)`` for the graded submissions."""
+def _scores(course: Path, assignment: str) -> tuple[dict[str, tuple[float, float, float]], dict[str, list[str]]]:
+    """``student -> (score, max score, points waiting to be graded by hand)`` for the graded submissions, and
+    ``student -> notes`` on their grading runs (:func:`course_tools.grading.verdict_store.notes_by_student`)."""
     from nbgrader.api import Gradebook, MissingEntry
 
-    url = os.environ.get("NBGRADER_DB_URL") or f"sqlite:///{course / 'gradebook.db'}"
-    out = {}
-    with Gradebook(url) as gb:
+    out: dict[str, tuple[float, float, float]] = {}
+    with Gradebook(gradebook_url(course)) as gb:
+        notes = verdict_store.notes_by_student(gb.db.connection(), assignment)
         try:
             submissions = gb.find_assignment(assignment).submissions
         except MissingEntry:
-            return out
+            return out, notes
         for sub in submissions:
             waiting = sum(grade.max_score for notebook in sub.notebooks for grade in notebook.grades
                           if grade.needs_manual_grade)
             out[sub.student_id] = (sub.score, sub.max_score, waiting)
-    return out
+    return out, notes
+
+
+def gradebook_url(course: Path) -> str:
+    """The gradebook nbgrader uses in ``course``: ``$NBGRADER_DB_URL``, else ``gradebook.db`` there (SQLite)."""
+    return os.environ.get("NBGRADER_DB_URL") or f"sqlite:///{course / 'gradebook.db'}"

@@ -56,7 +56,9 @@ class Result:
     """What a worker sends back: the graded notebook (outputs and verdicts), notes, time, where; whether a
     wall-clock limit stopped something (``wall_timeout``), the machine's load average when it ended
     (``load``), and whether it was graded alone (``alone``: by itself, on a machine not busier than its
-    cores), which the coordinator sets. Fields added later have defaults, so older result files still load."""
+    cores), which the coordinator sets; every test cell's verdict record (``verdicts``,
+    :mod:`course_tools.grading.verdict_store`) and the result's ``format``. Fields added later have
+    defaults, so older result files still load (and are graded again: :data:`RESULT_FORMAT`)."""
 
     student: str
     fingerprint: str
@@ -67,6 +69,13 @@ class Result:
     wall_timeout: bool = False
     load: float = 0.0
     alone: bool = False
+    verdicts: list = field(default_factory=list)
+    format: int = 1
+
+
+RESULT_FORMAT = 2
+"""The format of a :class:`Result` this course_tools writes (2: it carries ``verdicts``, each test cell's
+record for the gradebook); a saved result of another format is graded again, never recorded."""
 
 
 def save_result(result: Result, folder: Path) -> None:

@@ -251,31 +251,53 @@ def forbidden_calls(calls, forbidden) -> list[str]:
 
 def judge(entry: dict, results: dict | None, secret: bool) -> Verdict:
     """The verdict of one test cell: ``entry`` from the answer key, ``results`` from the probe."""
+    return _judge(entry, results, secret)[0]
+
+
+def verdict_record(grade_id: str, entry: dict, results: dict | None, secret: bool) -> tuple[Verdict, dict]:
+    """The verdict of one test cell and its record for the gradebook
+    (:mod:`course_tools.grading.verdict_store`): every case's call, by input shapes, and what was wrong
+    with it (``None``: it passed); ``cases`` is ``None`` when the tests produced no case outcomes."""
+    verdict, problems = _judge(entry, results, secret)
+    name, cases = entry["function"], entry["cases"]
+    outcomes = None
+    if problems is not None:
+        wrong = dict(problems)
+        outcomes = [[describe_call(name, c["args"], c.get("kwargs", {})), wrong.get(number)]
+                    for number, c in enumerate(cases, start=1)]
+    hinted = bool(problems) and problems[0][1] != "not implemented" and bool(entry.get("hint"))
+    return verdict, {"cell": grade_id, "function": name, "kind": entry.get("kind", "hidden" if secret else "visible"),
+                     "passed": verdict.passed, "message": verdict.message,
+                     "hint": entry["hint"] if hinted else None, "cases": outcomes}
+
+
+def _judge(entry: dict, results: dict | None, secret: bool) -> tuple[Verdict, list[tuple[int, str]] | None]:
+    """:func:`judge`, and every failing case (``None`` when the cases were not judged one by one)."""
     name, cases = entry["function"], entry["cases"]
     label = "hidden test" if secret else "test"
     if results is None:
-        return Verdict(False, f"{name}: the {label}s produced no results (the notebook stopped before this cell)")
+        return Verdict(False, f"{name}: the {label}s produced no results (the notebook stopped before this cell)"), None
     if "missing" in results:
-        return Verdict(False, f"{name} is not defined when its tests run: did its cell raise an error?")
+        return Verdict(False, f"{name} is not defined when its tests run: did its cell raise an error?"), None
     forbidden = results.get("forbidden")
     if isinstance(forbidden, list) and forbidden:  # reported by the sentinels (course_tools.in_sandbox.forbid) to the parent
         return Verdict(False, f"{name} calls {', '.join(map(str, forbidden[:3]))}: write the computation yourself "
-                              f"instead of calling a library that does it.")
+                              f"instead of calling a library that does it."), None
     if "stopped" in results and "cases" not in results:
-        return Verdict(False, f"{name}: the {label}s did not finish ({str(results['stopped'])[:200]})")
+        return Verdict(False, f"{name}: the {label}s did not finish ({str(results['stopped'])[:200]})"), None
     outcomes = results.get("cases")
     if not isinstance(outcomes, list) or len(outcomes) != len(cases):
-        return Verdict(False, f"{name}: the {label}s did not run to the end")
+        return Verdict(False, f"{name}: the {label}s did not run to the end"), None
     hint = f" Hint: {entry['hint']}" if entry.get("hint") else ""
     problems = case_problems(entry, outcomes, secret)
     if problems:
         number, problem = problems[0]
         if problem == "not implemented":
-            return Verdict(False, f"{name} is not implemented yet.")
+            return Verdict(False, f"{name} is not implemented yet."), problems
         call = describe_call(name, cases[number - 1]["args"], cases[number - 1].get("kwargs", {}))
         also = f" ({len(problems) - 1} other case(s) failed too)" if len(problems) > 1 else ""
-        return Verdict(False, f"{label} {number} of {len(cases)}: {call} {problem}.{also}{hint}")
-    return Verdict(True, f"{name}: {len(cases)} {label} case(s) passed")
+        return Verdict(False, f"{label} {number} of {len(cases)}: {call} {problem}.{also}{hint}"), problems
+    return Verdict(True, f"{name}: {len(cases)} {label} case(s) passed"), problems
 
 
 def case_problems(entry: dict, outcomes: list, secret: bool) -> list[tuple[int, str]]:

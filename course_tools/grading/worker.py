@@ -19,7 +19,7 @@ import nbformat
 
 from course_tools import ROOT
 from .autograde import edition_dir, grade_notebook
-from .tasks import CourseMismatch, Result, Task
+from .tasks import RESULT_FORMAT, CourseMismatch, Result, Task
 from .sandbox import Limits
 from .staging import Staged
 
@@ -48,5 +48,7 @@ def run_task(task: Task) -> Result:
                            Limits(**task.limits), Staged(**task.record))
     nb.metadata.pop("grading_seconds", None)
     wall = bool(nb.metadata.pop("grading_wall_timeout", False))
+    records = nb.metadata.pop("course_verdicts", [])
     return Result(task.student, task.fingerprint, nbformat.writes(nb), notes, round(time.time() - started, 2),
-                  f"{socket.gethostname()}:{os.getpid()}", wall_timeout=wall, load=round(os.getloadavg()[0], 2))
+                  f"{socket.gethostname()}:{os.getpid()}", wall_timeout=wall, load=round(os.getloadavg()[0], 2),
+                  verdicts=records, format=RESULT_FORMAT)
