@@ -18,6 +18,8 @@ For maintainers and instructors (see README.md):
                                the calendar as for book (--self-study, --date)
     python3 tasks.py grade A   stage all submissions of assignment A, grade each in a sandbox, report
                                [--no-experiments: graded cells only] [--unsandboxed: no isolation]
+    python3 tasks.py report A  the class report of assignment A from the gradebook: reports/A/index.html,
+                               its tables as CSV, canvas.csv and moodle.csv [--db URL] [--out DIR]
     python3 tasks.py chapter F execute one chapter alone (no book build); figures go to _build/chapter/
     python3 tasks.py measure A run problem set A's experiment with the reference answers over 5 seeds
                                [--seeds N]; write answer_keys/A.results.json, whose results sync states
@@ -156,7 +158,7 @@ def main(argv: list[str]) -> int:
             _run(PYTHON, "-m", "pytest", *rest)
         elif command == "bench":
             _run(PYTHON, str(ROOT / "benchmarks" / "all.py"), *rest)
-        elif command in ("sync", "release", "check", "edition", "public", "grade", "leaks", "chapter", "measure"):
+        elif command in ("sync", "release", "check", "edition", "public", "grade", "report", "leaks", "chapter", "measure"):
             _run(PYTHON, "-m", "course_tools", command, *rest)
         else:
             print(f"unknown command {command!r}\n{__doc__}", file=sys.stderr)

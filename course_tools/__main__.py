@@ -14,6 +14,8 @@
                             cluster), record them all in the gradebook, report
                             [--no-experiments] [--unsandboxed] [--workers N | --scheduler ADDRESS | --serial]
                             [--regrade]
+    report ASSIGNMENT       the class report from the gradebook: reports/ASSIGNMENT/index.html (one page,
+      [--db URL] [--out DIR] offline), the same tables as CSV, canvas.csv and moodle.csv for LMS imports
     leaks PATH..            list solution text found in files under PATH
     chapter FILE            execute one chapter alone; write its notebook and figures to _build/chapter/
     measure ASSIGNMENT..    run each problem set's experiment with the reference answers over several seeds
@@ -57,6 +59,10 @@ def main(argv: list[str] | None = None) -> int:
     how.add_argument("--scheduler", metavar="ADDRESS", help="grade on the Dask cluster of this scheduler (tcp://host:8786)")
     how.add_argument("--serial", action="store_true", help="grade one notebook after another in this process, without Dask")
     p.add_argument("--regrade", action="store_true", help="grade every submission again, even those unchanged since the last run")
+    p = sub.add_parser("report", help="the class report of an assignment, from the gradebook")
+    p.add_argument("assignment")
+    p.add_argument("--db", metavar="URL", help="the gradebook (default: $NBGRADER_DB_URL, else ./gradebook.db)")
+    p.add_argument("--out", metavar="DIR", help="where to write it (default: reports/ASSIGNMENT)")
     p = sub.add_parser("leaks", help="find solution text or hidden tests in files")
     p.add_argument("paths", nargs="+", type=Path)
     p = sub.add_parser("chapter", help="execute one chapter alone and write its figures to _build/chapter/")
@@ -131,6 +137,10 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--workers needs at least 1")
         return grade(args.assignment, experiments=not args.no_experiments, sandboxed=not args.unsandboxed,
                      workers=args.workers, scheduler=args.scheduler, serial=args.serial, regrade=args.regrade)
+    if args.command == "report":
+        from course_tools.report.class_report import main as report
+
+        return report(args.assignment, args.db, args.out)
     if args.command == "leaks":
         from course_tools.authoring.leaks import find_leaks
 
