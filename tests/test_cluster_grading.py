@@ -92,6 +92,18 @@ def _results(course: Path) -> dict[str, Result]:
     return {p.stem: load_result(p) for p in folder.glob("*.json")}
 
 
+def _class_read(url: str):
+    """The class as the report reads it from the gradebook at ``url`` (course_tools.report.class_data)."""
+    from course_tools.report import class_data
+
+    engine = class_data.engine_for(url)
+    try:
+        with engine.connect() as connection:
+            return class_data.load(connection, ASSIGNMENT)
+    finally:
+        engine.dispose()
+
+
 @pytest.fixture(scope="module")
 def serial_sqlite(tmp_path_factory, root):
     course = scratch_course(tmp_path_factory.mktemp("serial"), root, ASSIGNMENT, env=tool_env())
@@ -119,6 +131,13 @@ def test_a_dask_cluster_grades_into_postgresql_what_serial_grading_gives_in_sqli
                      cwd=course, check=False, NBGRADER_DB_URL=url)
         assert not (course / "gradebook.db").exists(), "the gradebook is the PostgreSQL database"
         assert _export(course, NBGRADER_DB_URL=url) == expected, graded.stdout + graded.stderr
+        # every verdict the workers decided is in PostgreSQL, as serial grading keeps them in SQLite
+        read = _class_read(url)
+        assert read.cases and read.hints and read == _class_read(f"sqlite:///{serial_sqlite[0] / 'gradebook.db'}")
+        made = run(["-m", "course_tools", "report", ASSIGNMENT], cwd=course, NBGRADER_DB_URL=url)
+        page = (course / "reports" / ASSIGNMENT / "index.html").read_text(encoding="utf-8")
+        assert "report of ps01_counts" in made.stdout and "postgresql" in page and url.split("@")[0] not in page, \
+            "the page names the gradebook without its password"
     assert f"on {cluster.address}" in graded.stdout.splitlines()[0]
     summary = graded.stdout.splitlines()[-1]
     assert summary.startswith("graded 5 in ") and "recorded by nbgrader in" in summary

@@ -8,9 +8,11 @@ graded with ``python -m course_tools grade`` (which runs ``nbgrader autograde``)
 
 from __future__ import annotations
 
+import csv
 import html
 import re
 import shutil
+import sqlite3
 from pathlib import Path
 
 import nbformat
@@ -210,17 +212,123 @@ def _student_lines(report: str, but: str) -> list[str]:
     return [line for line in report.splitlines() if line.startswith("  ") and line.split()[0] != but]
 
 
+def _verdict_rows(course: Path) -> tuple[int, int, int]:
+    with sqlite3.connect(course / "gradebook.db") as db:
+        return tuple(db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                     for t in ("course_verdict", "course_case", "course_run"))
+
+
+def test_the_gradebook_keeps_every_verdict_once_case_by_case(course, root):
+    """One verdict per graded test cell of each recorded submission, one row per case where the cases ran, one
+    run with its notes per submission; the wrong tfidf's failed hidden cases are those the key's cases fail."""
+    from course_tools.authoring.answer_keys import load
+    from course_tools.grading.verdicts import case_problems, outcomes_in_process
+
+    course, _ = course
+    key = load(ASSIGNMENT, course)
+    verdicts, cases, runs = _verdict_rows(course)
+    assert runs == 7 and verdicts == 7 * len(key)
+    # cases ran for the five notebooks that were read (broken_json and missing_notebook ran nothing)
+    assert cases == 5 * sum(len(entry["cases"]) for entry in key.values())
+
+    from course_lib.vectors import counts
+
+    namespace = dict(vars(counts))  # the wrong answer, defined where the reference lives
+    exec(_answers(root)["tfidf"].replace("np.log((1 + n_docs) / (1 + df)) + 1", "np.log((1 + n_docs) / (1 + df))"),
+         namespace)  # noqa: S102 - the test's own planted mistake
+    entry = key["hidden_tfidf"]
+    expected = [n for n, _ in case_problems(entry, outcomes_in_process(namespace["tfidf"], entry), True)]
+    with sqlite3.connect(course / "gradebook.db") as db:
+        failed = [n for (n,) in db.execute(
+            "SELECT c.number FROM course_case c JOIN course_verdict v ON v.id = c.verdict_id "
+            "JOIN grade g ON g.id = v.grade_id JOIN submitted_notebook n ON n.id = g.notebook_id "
+            "JOIN submitted_assignment a ON a.id = n.assignment_id JOIN base_cell b ON b.id = g.cell_id "
+            "WHERE a.student_id = 'wrong_tfidf' AND b.name = 'hidden_tfidf' AND c.problem IS NOT NULL ORDER BY 1")]
+    assert expected and failed == expected
+
+
 def test_grading_the_same_batch_twice_gives_the_same_gradebook(course):
     course, first = course
-    before = _auto_scores(course)
+    before, rows = _auto_scores(course), _verdict_rows(course)
     submitted = sorted((p.relative_to(course), p.stat().st_size) for p in (course / "submitted").rglob("*"))
     again = run(["-m", "course_tools", "grade", ASSIGNMENT, "--no-experiments"], cwd=course, check=False)
     assert _auto_scores(course) == before
+    assert _verdict_rows(course) == rows, "the verdicts of a submission graded again replace its old ones"
     # the same report (but for "full", whose written answer another test graded by hand in between)
     assert _student_lines(again.stdout, but="full") == _student_lines(first.stdout, but="full")
     # nothing changed, so nothing was run again: the workers' results were recorded once more
     assert "7 unchanged since they were graded, 0 to grade" in again.stdout.splitlines()[0], again.stdout
     assert sorted((p.relative_to(course), p.stat().st_size) for p in (course / "submitted").rglob("*")) == submitted
+
+
+@pytest.fixture(scope="module")
+def class_report(course):
+    """The class report of the batch (``tasks.py report``), made once the batch has been graded."""
+    course, _ = course
+    made = run(["-m", "course_tools", "report", ASSIGNMENT], cwd=course)
+    return course, made, course / "reports" / ASSIGNMENT
+
+
+def _nbgrader_view(course: Path) -> tuple[dict, dict]:
+    """What nbgrader's own API says: ``student -> {cell: (score, max, waits for hand grading)}``, ``student -> total``."""
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        subs = gb.find_assignment(ASSIGNMENT).submissions
+        return ({s.student_id: {g.name: (g.score, g.max_score, g.needs_manual_grade) for n in s.notebooks
+                                for g in n.grades} for s in subs},
+                {s.student_id: s.score - s.late_submission_penalty for s in subs})
+
+
+@pytest.mark.parametrize("width", [1280, 400])
+def test_the_class_report_shows_the_planted_mistakes_where_they_are(class_report, width):
+    """Opened from disk in a real browser at a desktop's and a phone's width: no console error, nothing fetched,
+    no page wider than the screen; each table and figure shows the batch's planted mistakes in their rows."""
+    from report_browser import read_report
+
+    course, _, folder = class_report
+    seen = read_report(folder / "index.html", width)
+    assert seen["errors"] == [] and seen["resources"] == [], "opens offline, with no error"
+    assert seen["pageWidth"] <= seen["viewport"], "wide tables scroll in their own box"
+    assert {f["layout"] for f in seen["figures"]} == {"wide" if width > 640 else "narrow"}
+    assert len(seen["figures"]) == 2 and seen["smallestText"] >= 9, seen["smallestText"]  # labels readable
+    grades, totals = _nbgrader_view(course)
+    lost = {f: sum(cells[c][1] - cells[c][0] for cells in grades.values() for c in (f"test_{f}", f"hidden_{f}"))
+            / len(grades) for f in FUNCTIONS}
+    assert lost["tfidf"] == pytest.approx(4 * 25 / 7)  # blank, wrong_tfidf and the two notebooks not read
+    functions = {row[0]: row for row in seen["tables"]["table-functions"]}
+    for f in FUNCTIONS:
+        assert float(functions[f][2]) == pytest.approx(lost[f], abs=0.005)
+        drawn = seen["bars"][f"lost-{f}"]["width"] / seen["bars"][f"worth-{f}"]["width"]
+        assert drawn == pytest.approx(lost[f] / POINTS[f], abs=0.02), f"{f}'s bar, as drawn"
+    # the only function implemented and still wrong is wrong_tfidf's: its hidden cases, failed by 1 of the 4
+    # submissions whose tfidf ran (full, wrong_tfidf, edited_tests, imports_answer); stubs are not counted
+    cases = seen["tables"]["table-cases"]
+    assert cases and {(row[0], row[3], row[4]) for row in cases} == {("tfidf", "1", "4")}
+    assert all(row[2].startswith("tfidf(") and "expected" not in row[5] for row in cases)
+    assert [(row[0], row[3]) for row in seen["tables"]["table-hints"]] == [("tfidf", "1")]
+    notes = {row[0]: row[2] for row in seen["tables"]["table-notes"]}
+    assert "not a readable notebook" in notes["broken_json"] and "is missing" in notes["missing_notebook"]
+    waiting = sorted(s for s, cells in grades.items() if cells[WRITTEN][2])
+    assert [row[3].split(", ") for row in seen["tables"]["table-pending"]] == [waiting]
+    students = {row[0]: float(row[2]) for row in seen["tables"]["table-students"]}
+    assert students == pytest.approx(totals)
+
+
+def test_the_class_report_exports_csv_and_lms_grades(class_report):
+    course, made, folder = class_report
+    _, totals = _nbgrader_view(course)
+    assert "canvas.csv" in made.stdout and "cases.csv" in made.stdout
+
+    def read(name):
+        with open(folder / name, newline="", encoding="utf-8-sig") as f:
+            return list(csv.DictReader(f))
+    canvas, moodle = read("canvas.csv"), read("moodle.csv")
+    assert list(canvas[0])[:5] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
+    assert {r["SIS User ID"]: float(r[ASSIGNMENT]) for r in canvas} == pytest.approx(totals)
+    assert {r["Username"]: float(r[ASSIGNMENT]) for r in moodle} == pytest.approx(totals)
+    cases = read("cases.csv")
+    assert {r["function"] for r in cases} == {"tfidf"} and all(r["failed"] == "1" for r in cases)
+    functions = {r["function"]: float(r["points"]) for r in read("functions.csv")}
+    assert functions == dict(POINTS, **{"written answers": 15})
 
 
 def _on_first_use_two_at_a_time(assignments: list[str], grade_one):

@@ -5,7 +5,8 @@ course_lib's parts, in the order the course teaches them: ``text`` < ``vectors``
 course_tools' parts, in the order a change flows: ``in_sandbox`` (what runs in the student's process,
 copied into each grading job: it imports nothing of the course at all) < ``authoring`` (the single
 source: sync, editions, release, answer keys, hidden cases) < ``book`` (the public tree and the book)
-< ``grading`` (staging, sandbox, verdicts, gradebook). In both packages a part imports the shared top
+< ``grading`` (staging, sandbox, verdicts, gradebook) < ``report`` (the class report, read from the gradebook).
+In both packages a part imports the shared top
 level and earlier parts only, and the shared top level imports no part; course_tools' ``__main__``
 (the command line, which nothing imports) may import every part. The rule is read from the source
 (``import`` statements, also inside functions), so it holds in every module, imported or not.
@@ -39,7 +40,7 @@ class Package:
 LIB = Package("course_lib", ("text", "vectors", "recurrent", "attention", "transformer", "gpt", "bert", "transfer"),
               frozenset({"activations", "checks", "diagrams", "plotting", "progress", "testing", "training",
                          "unrevealed", "notebook", "seeds"}), 350)
-TOOLS = Package("course_tools", ("in_sandbox", "authoring", "book", "grading"),
+TOOLS = Package("course_tools", ("in_sandbox", "authoring", "book", "grading", "report"),
                 frozenset({"exercises", "site_config", "edition_names"}), 400, isolated=("in_sandbox",),
                 entry=("__main__",))
 PACKAGES = {package.name: package for package in (LIB, TOOLS)}
