@@ -163,6 +163,12 @@ def test_a_batch_grades_only_what_changed_unless_asked_to_regrade(tmp_path, root
     assert "85/100" in next(line for line in again.stdout.splitlines() if line.split()[:1] == ["cy"])
     after = _results(course)
     assert {s for s in before if before[s] != after[s].fingerprint} == {"cy"}
+    saved = course / "_grading" / ASSIGNMENT / "results" / "ada.json"  # as a course_tools before verdicts were kept
+    older = {k: v for k, v in json.loads(saved.read_text()).items() if k not in ("verdicts", "format")}
+    saved.write_text(json.dumps(older))
+    upgraded = run(grade, cwd=course, check=False)
+    assert "2 submission(s); 1 unchanged since they were graded, 1 to grade" in upgraded.stdout, upgraded.stdout
+    assert _results(course)["ada"].verdicts, "graded again, so that its verdicts reach the gradebook"
     everything = run(grade + ["--regrade"], cwd=course, check=False)
     assert "0 unchanged since they were graded, 2 to grade" in everything.stdout
 
