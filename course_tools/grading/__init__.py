@@ -7,5 +7,6 @@
 - :mod:`.verdicts`: every test's verdict, outside the sandbox, from the answer key;
 - :mod:`.tasks`, :mod:`.worker`, :mod:`.cluster`, :mod:`.batch`: one task per submission on local workers or a
   Dask cluster, recorded by one nbgrader run;
+- :mod:`.verdict_store`: every verdict, case by case, and the notes on each run, kept in the gradebook;
 - :mod:`.postgres`: a throwaway PostgreSQL server for gradebooks in tests and benchmarks.
 """
