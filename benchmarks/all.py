@@ -39,6 +39,7 @@ SCRIPTS = {  # script -> (arguments, arguments with --quick)
     "bert_vs_transformers.py": ([], ["--rounds", "3"]),
     "grading_parallel.py": (["--students", "20", "--repeats", "2", "--no-postgres", "--no-one-worker"],
                             ["--students", "4", "--no-postgres", "--no-one-worker", "--no-experiments"]),
+    "report_cost.py": ([], ["--students", "30", "--rounds", "1"]),
 }
 
 

@@ -96,9 +96,7 @@ def render(data: ClassData, earlier: list[ClassData], source: str, made: str) ->
         "the stub.</p>",
         figure("figure-losses", figures.losses, data, "Points lost on average (red) against the points each "
                "function is worth (light), the largest loss first; written answers are counted once graded."),
-        table(["function", "points", "lost (mean)", "lost any", "visible failed", "hidden failed", "stub"],
-              [[f.function, _points(f.points), f"{f.mean_lost:.2f}", f.lost_by, f.visible_failed, f.hidden_failed,
-                f.not_implemented] for f in data.functions], numeric={1, 2, 3, 4, 5, 6}, code={0}, ident="table-functions"),
+        _functions(data, "table-functions"),
         '<h2 id="cases">Hidden cases failed most</h2>',
         f"<p>Among the submissions that implemented the function (a stub fails every case and is counted above), "
         f"the share that failed each hidden case; the call shows the inputs' shapes, never a value. "
@@ -152,4 +150,12 @@ def _history(data: ClassData, earlier: list[ClassData]) -> str:
     return (figure("figure-history", figures.history, classes, "Scores of each graded assignment, in per cent: "
                    "the box spans the middle half, the line is the median, each dot a submission.")
             + table(["assignment", "submissions", "mean %", "lower quartile %", "median %", "upper quartile %",
-                     "most points lost (on average)"], rows, numeric={1, 2, 3, 4, 5}, code={0}, ident="table-history"))
+                     "most points lost (on average)"], rows, numeric={1, 2, 3, 4, 5}, code={0}, ident="table-history")
+            + "".join(f"<details><summary>Points lost per function in {esc(c.assignment)}</summary>"
+                      + _functions(c, f"table-functions-{c.assignment}") + "</details>" for c in earlier))
+
+
+def _functions(data: ClassData, ident: str) -> str:
+    return table(["function", "points", "lost (mean)", "lost any", "visible failed", "hidden failed", "stub"],
+                 [[f.function, _points(f.points), f"{f.mean_lost:.2f}", f.lost_by, f.visible_failed, f.hidden_failed,
+                   f.not_implemented] for f in data.functions], numeric={1, 2, 3, 4, 5, 6}, code={0}, ident=ident)
