@@ -107,7 +107,6 @@ def make_gradebook(url: str, students: int, assignments: list[str], seed: int = 
             for name, points, cell_type in cells:
                 gb.add_grade_cell(name, assignment, assignment, max_score=points, cell_type=cell_type)
             difficulty = {e["function"]: rng.uniform(0.05, 0.6) for e in key.values()}
-            points_of = {name: points for name, points, _ in cells}
             updates, per_notebook = [], []
             for student in ids:
                 submission = gb.add_submission(assignment, student)
@@ -115,7 +114,7 @@ def make_gradebook(url: str, students: int, assignments: list[str], seed: int = 
                 grades = {g.name: g.id for g in notebook.grades}
                 draw = rng.random()
                 stopped = rng.randint(0, len(key) - 1) if draw < 0.02 else 0 if draw < 0.03 else None
-                notes = ([f"the notebook was stopped after 1800 s of wall clock: later cells did not run"] if draw < 0.02
+                notes = (["the notebook was stopped after 1800 s of wall clock: later cells did not run"] if draw < 0.02
                          else [f"not graded: {assignment}.ipynb is not a readable notebook (JSONDecodeError: "
                                f"Expecting value: line 1 column 1 (char 0))"] if draw < 0.03 else [])
                 records = student_records(key, skills[student], difficulty, rng, stopped)
