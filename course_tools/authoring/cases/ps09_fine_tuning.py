@@ -150,6 +150,9 @@ def _tiny_bert(rng, width, classes):
     classifier.bert.embeddings.requires_grad_(False)
     classifier.bert.encoder.layers[0].requires_grad_(False)
     classifier.bert.encoder.layers[1].linear1.requires_grad_(False)  # frozen, yet on the loss's path
+    # the key bias's gradient is zero in exact arithmetic (softmax ignores a shift shared by every key): Adam's step
+    # would turn its rounding noise (~1e-17, different on every CPU) into ~1e-9 changes, so it is frozen too
+    classifier.bert.encoder.layers[1].self_attn.key.bias.requires_grad_(False)
     return FromLayer(classifier, 1)
 
 
