@@ -65,3 +65,23 @@ def test_earlier_assignments_stand_beside_the_report_at_a_phones_width(tmp_path,
         [c.summary()["median"] for c in classes], abs=0.05)
     assert {f"history-{a}" for a in ASSIGNMENTS} <= set(seen["bars"]), "a box per assignment in the figure"
     assert f"table-functions-{ASSIGNMENTS[0]}" in seen["tables"] and seen["smallestText"] >= 9
+
+
+def test_an_assignment_without_submissions_or_unknown_gets_a_page_or_a_clear_refusal(tmp_path, monkeypatch, capsys):
+    """Mid-term: ps02 is in the gradebook but nobody has handed it in; ps05 is not there at all."""
+    from course_tools.report.class_report import main, write_report
+
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    url = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    synthetic.make_gradebook(url, 6, ASSIGNMENTS[:1], seed=1)
+    with Gradebook(url) as gb:
+        gb.add_assignment(ASSIGNMENTS[1])
+    files = write_report(ASSIGNMENTS[1], tmp_path, url)
+    html = files[0].read_text(encoding="utf-8")
+    assert "No submission of ps02_word2vec has been graded" in html and 'id="figure-scores"' not in html
+    assert 'id="table-history"' in html and "<td><code>ps01_counts</code></td>" in html  # the earlier one still shown
+    assert "<td><code>ps02_word2vec</code></td>" not in html  # an empty assignment is no row of the history
+    out = tmp_path / "unknown"
+    monkeypatch.chdir(tmp_path)
+    assert main("ps05_attention", url, str(out)) == 2
+    assert "no assignment 'ps05_attention'" in capsys.readouterr().err and not out.exists()

@@ -26,8 +26,10 @@ def write_report(assignment: str, course: Path, url: str | None = None, out: Pat
     engine = class_data.engine_for(url)
     try:
         with engine.connect() as connection:
-            data = class_data.load(connection, assignment)
-            earlier = [c for c in class_data.history(connection, assignment) if c.assignment != assignment]
+            classes = class_data.history(connection, assignment)  # each assignment loaded once, this one last
+            if not classes or classes[-1].assignment != assignment:  # no submissions yet (or not in the gradebook)
+                classes.append(class_data.load(connection, assignment))
+            data, earlier = classes[-1], classes[:-1]
     finally:
         engine.dispose()
     out.mkdir(parents=True, exist_ok=True)

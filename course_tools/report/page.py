@@ -79,13 +79,19 @@ def render(data: ClassData, earlier: list[ClassData], source: str, made: str) ->
              f"penalties; points still to be graded by hand count as 0 until they are.</p>",
              '<dl class="numbers">' + "".join(
                  f"<div><dt>{esc(k)}</dt><dd>{esc(v)}</dd></div>" for k, v in (
-                     ("submissions", summary["submissions"]), ("mean score", f"{summary['mean']:.1f} %"),
-                     ("median score", f"{summary['median']:.1f} %"),
+                     ("submissions", summary["submissions"]),
+                     ("mean score", f"{summary['mean']:.1f} %" if data.submissions else "none yet"),
+                     ("median score", f"{summary['median']:.1f} %" if data.submissions else "none yet"),
                      ("with notes", len(with_notes)), ("points to grade by hand", _points(pending_points)))) + "</dl>"]
     if data.missing_verdicts:
         parts.append(f'<p class="warn">{data.missing_verdicts} submission(s) were graded before verdicts were kept '
                      f"in the gradebook: their scores count, but not their cases or hints. Grade them again "
                      f"(<code>tasks.py grade {esc(data.assignment)} --regrade</code>) to see them.</p>")
+    if not data.submissions:  # mid-term: the assignment is in the gradebook, nobody's work is graded yet
+        parts += [f'<p class="warn">No submission of {esc(data.assignment)} has been graded in this gradebook yet: '
+                  f"grade them (<code>tasks.py grade {esc(data.assignment)}</code>) and run the report again.</p>",
+                  '<h2 id="history">The earlier assignments</h2>', _history(data, earlier)]
+        return _document(data, parts)
     parts += [
         '<h2 id="scores">Scores</h2>',
         figure("figure-scores", figures.scores, data, f"Scores of the {len(data.submissions)} submissions, in per "
@@ -122,6 +128,10 @@ def render(data: ClassData, earlier: list[ClassData], source: str, made: str) ->
             ["student", "name", "score", "of", "to grade by hand"],
             [[s.student, s.name, _points(s.score), _points(s.max_score), _points(s.pending)] for s in data.submissions],
             numeric={2, 3, 4}, ident="table-students") + "</details>"]
+    return _document(data, parts)
+
+
+def _document(data: ClassData, parts: list[str]) -> str:
     return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<title>Class report: {esc(data.assignment)}</title><link rel=\"icon\" href=\"data:,\"><style>{CSS}</style></head>"
@@ -142,8 +152,8 @@ def _pending(data: ClassData) -> str:
 
 
 def _history(data: ClassData, earlier: list[ClassData]) -> str:
-    classes = [*earlier, data]
-    if len(classes) == 1:
+    classes = [c for c in (*earlier, data) if c.submissions]
+    if not earlier:
         return "<p>No earlier assignment has been graded in this gradebook.</p>"
     rows = [[s["assignment"], s["submissions"], f"{s['mean']:.1f}", f"{s['q1']:.1f}", f"{s['median']:.1f}",
              f"{s['q3']:.1f}", s["most_lost"]] for s in (c.summary() for c in classes)]
