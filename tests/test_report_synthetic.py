@@ -4,6 +4,7 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
 from nbgrader.api import Gradebook
 
@@ -12,8 +13,13 @@ from course_tools.report import class_data, synthetic
 ASSIGNMENTS = ["ps01_counts", "ps02_word2vec"]
 
 
-def test_synthetic_gradebook_reads_back(tmp_path, monkeypatch):
-    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")  # nbgrader runs alembic
+@pytest.fixture(autouse=True)
+def venv_on_path(monkeypatch):
+    """nbgrader's Gradebook runs alembic, which must be on PATH."""
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+
+
+def test_synthetic_gradebook_reads_back(tmp_path):
     url = f"sqlite:///{tmp_path / 'gradebook.db'}"
     made = synthetic.make_gradebook(url, 12, ASSIGNMENTS, seed=3)
     assert made["students"] == 12 and made["verdicts"] > 0 and made["cases"] > made["verdicts"]
@@ -45,14 +51,11 @@ def test_synthetic_gradebook_reads_back(tmp_path, monkeypatch):
         assert [d.assignment for d in class_data.history(connection, "ps02_word2vec")] == ASSIGNMENTS
 
 
-def test_earlier_assignments_stand_beside_the_report_at_a_phones_width(tmp_path, monkeypatch):
+def test_earlier_assignments_stand_beside_the_report_at_a_phones_width(tmp_path):
     """The report of the second assignment of a made-up class shows the first beside it, read in a browser."""
-    import pytest
-
     from course_tools.report.class_report import write_report
     from report_browser import read_report
 
-    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     url = f"sqlite:///{tmp_path / 'gradebook.db'}"
     synthetic.make_gradebook(url, 40, ASSIGNMENTS, seed=5)
     files = write_report(ASSIGNMENTS[1], tmp_path, url)
@@ -71,7 +74,6 @@ def test_an_assignment_without_submissions_or_unknown_gets_a_page_or_a_clear_ref
     """Mid-term: ps02 is in the gradebook but nobody has handed it in; ps05 is not there at all."""
     from course_tools.report.class_report import main, write_report
 
-    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     url = f"sqlite:///{tmp_path / 'gradebook.db'}"
     synthetic.make_gradebook(url, 6, ASSIGNMENTS[:1], seed=1)
     with Gradebook(url) as gb:

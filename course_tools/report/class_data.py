@@ -238,6 +238,7 @@ def _hints(verdicts: dict) -> list[HintCount]:
 
 
 def history(connection, upto: str) -> list[ClassData]:
-    """Every assignment of the gradebook up to ``upto`` (by name, which orders ps01 ... ps09), ``upto`` last."""
-    return [load(connection, name) for name in assignments(connection) if name <= upto]
+    """The graded assignments of the gradebook before ``upto`` (by name, which orders ps01 ... ps09), then ``upto``
+    itself, last even with nothing graded yet; each loaded once."""
+    return [load(connection, name) for name in assignments(connection) if name < upto] + [load(connection, upto)]
 

@@ -26,10 +26,7 @@ def write_report(assignment: str, course: Path, url: str | None = None, out: Pat
     engine = class_data.engine_for(url)
     try:
         with engine.connect() as connection:
-            classes = class_data.history(connection, assignment)  # each assignment loaded once, this one last
-            if not classes or classes[-1].assignment != assignment:  # no submissions yet (or not in the gradebook)
-                classes.append(class_data.load(connection, assignment))
-            data, earlier = classes[-1], classes[:-1]
+            *earlier, data = class_data.history(connection, assignment)
     finally:
         engine.dispose()
     out.mkdir(parents=True, exist_ok=True)
